@@ -1,0 +1,33 @@
+# Two commands on a fresh machine:  `make train`  and  `make test`.
+# Both create (or reuse) the virtual environment .venv from the pinned stack.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-stamp
+ROOT ?= runs/cartpole_swingup
+GIN ?= dmc_cartpole_swingup.gin
+ARGS ?=
+PYTEST_ARGS ?=
+
+.PHONY: venv train test bench clean-venv
+
+$(STAMP): setup.py
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip setuptools wheel
+	$(PY) -m pip install --quiet -e '.[dmc,dev]'
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+# The main job: latent SAC on DeepMind Control cartpole swing-up from pixels.
+train: $(STAMP)
+	$(PY) train_eval.py --root_dir=$(ROOT) --gin_file=$(GIN) $(ARGS)
+
+test: $(STAMP)
+	$(PY) -m pytest tests $(PYTEST_ARGS)
+
+bench: $(STAMP)
+	$(PY) -m bench.world_model_bench
+
+clean-venv:
+	rm -rf $(VENV)

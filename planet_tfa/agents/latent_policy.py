@@ -1,0 +1,69 @@
+"""The acting policy: RSSM filter + SAC actor, as one stateful `TFPolicy`.
+
+policy_state = {'deter', 'stoch', 'prev_action'}; it starts (and restarts at
+every FIRST step) as deterministic zeros, which is where the world model's
+training windows start too. Each step filters the new observation with the
+previous action, then acts on the latent features and stores the action taken
+as the next step's `prev_action`.
+
+The greedy policy uses the posterior mean and the actor's mode, so it is a
+deterministic function of its inputs (and exports as such).
+"""
+import tensorflow as tf
+from tf_agents.policies import tf_policy
+from tf_agents.trajectories import policy_step
+
+
+class LatentActorPolicy(tf_policy.TFPolicy):
+  """Filters with an `RssmEncodingNetwork`, acts with an actor distribution network.
+
+  `time_step_spec` may hold more observation keys than the filter needs (the
+  training environment's decode-only targets); only the filter's input keys
+  are read, so the same networks also serve a policy whose spec has the
+  sensor keys alone (the exported one).
+  """
+
+  def __init__(self, time_step_spec, action_spec, rssm_network, actor_network,
+               greedy=False, name=None):
+    missing = [k for k in rssm_network.input_tensor_spec
+               if k not in time_step_spec.observation]
+    if missing:
+      raise ValueError(f'policy observation spec lacks the filter inputs {missing}; '
+                       f'has {sorted(time_step_spec.observation)}')
+    # Attributes track the networks, so policy.variables() (and the variable
+    # sync to remote collectors) includes the world model's filter.
+    self._rssm_network = rssm_network
+    self._actor_network = actor_network
+    self._greedy = greedy
+    super().__init__(time_step_spec, action_spec,
+                     policy_state_spec=rssm_network.state_spec,
+                     info_spec=(), clip=True, name=name)
+
+  @property
+  def greedy(self):
+    return self._greedy
+
+  def _variables(self):
+    return self._rssm_network.variables + self._actor_network.variables
+
+  def _filter(self, time_step, policy_state):
+    observation = {k: time_step.observation[k] for k in self._rssm_network.input_tensor_spec}
+    return self._rssm_network(observation, step_type=time_step.step_type,
+                              network_state=policy_state, sample=not self._greedy)
+
+  def _distribution(self, time_step, policy_state):
+    features, state = self._filter(time_step, policy_state)
+    action_distribution, _ = self._actor_network(
+        features, step_type=time_step.step_type, network_state=())
+    return policy_step.PolicyStep(action_distribution, state, ())
+
+  def _action(self, time_step, policy_state, seed=None):
+    features, state = self._filter(time_step, policy_state)
+    action_distribution, _ = self._actor_network(
+        features, step_type=time_step.step_type, network_state=())
+    if self._greedy:
+      action = action_distribution.mode()
+    else:
+      action = action_distribution.sample(seed=seed)
+    state = dict(state, prev_action=tf.cast(action, tf.float32))
+    return policy_step.PolicyStep(action, state, ())

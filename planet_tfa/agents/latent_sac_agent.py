@@ -1,0 +1,212 @@
+"""Latent SAC: a world-model update, then TF-Agents' SacAgent on latent features.
+
+One train step (one `train()` call, one increment of `train_step_counter`) is:
+  1. the negative ELBO of a batch of [B, T+1] replay windows -> one world-model
+     optimizer step (clipped by global norm);
+  2. the posterior features deter||stoch of the same windows, computed in that
+     forward pass and `stop_gradient`-ed, form transitions (feat_t, a_t, r_t,
+     d_t, feat_{t+1}) for every consecutive pair inside the window -> one
+     `SacAgent` step (twin critics, learned temperature).
+No frame is encoded twice and the next observation comes from the window.
+
+Which pairs feed SAC: the filter starts every window from the zero state,
+which is exact when the window starts at an episode's FIRST step but a
+cold start in mid-episode. Pairs whose first step is before `sac_burn_in` are
+therefore skipped in mid-episode windows (default 3 of the 8 pairs of a 9-step
+window; SLAC used only the last pair). Pairs after the episode's LAST step
+(padding) are always skipped.
+"""
+import gin
+import tensorflow as tf
+from tf_agents.agents import tf_agent
+from tf_agents.agents.sac import sac_agent
+from tf_agents.agents.sac import tanh_normal_projection_network
+from tf_agents.agents.ddpg import critic_network
+from tf_agents.networks import actor_distribution_network
+from tf_agents.trajectories import policy_step
+from tf_agents.trajectories import time_step as ts
+from tf_agents.trajectories import trajectory
+
+from planet_tfa.agents import latent_policy
+from planet_tfa.agents import world_model as world_model_lib
+from planet_tfa.networks import rssm as rssm_lib
+from planet_tfa.networks import rssm_network
+
+
+def _legacy_adam(learning_rate, epsilon=1e-7):
+  # SacAgent converts new Keras optimizers to legacy ones in TF 2.15; use
+  # legacy everywhere so every optimizer checkpoints the same way.
+  return tf.keras.optimizers.legacy.Adam(learning_rate=learning_rate, epsilon=epsilon)
+
+
+@gin.configurable
+class LatentSacAgent(tf_agent.TFAgent):
+  """World model + SAC on its latent features.
+
+  Args:
+    time_step_spec, action_spec: the environment's specs (dict observations).
+    world_model: a `WorldModel` (None: built from gin defaults).
+    actor_fc_layers, critic_fc_layers: SAC network sizes.
+    model_learning_rate, actor_learning_rate, critic_learning_rate,
+      alpha_learning_rate: the four separate Adam optimizers.
+    model_gradient_clipping: global-norm clip of the world-model gradient.
+    sac_gradient_clipping: per-variable norm clip in SacAgent (None: off).
+    target_entropy: None means -dim(A) (SLAC); TF-Agents' own default is -dim(A)/2.
+    gamma, target_update_tau, target_update_period, reward_scale_factor,
+      initial_log_alpha: SAC hyper-parameters.
+    sac_burn_in: skipped leading pairs of mid-episode windows (see module doc).
+    train_world_model, train_sac: turn either update off (a frozen world model;
+      a world-model-only run).
+  """
+
+  def __init__(self, time_step_spec, action_spec, world_model=None,
+               actor_fc_layers=(256, 256), critic_fc_layers=(256, 256),
+               model_learning_rate=6e-4, actor_learning_rate=3e-4,
+               critic_learning_rate=3e-4, alpha_learning_rate=3e-4,
+               model_gradient_clipping=100.0, sac_gradient_clipping=None,
+               target_entropy=None, gamma=0.99, target_update_tau=0.005,
+               target_update_period=1, reward_scale_factor=1.0, initial_log_alpha=0.0,
+               sac_burn_in=3, train_world_model=True, train_sac=True,
+               train_step_counter=None, name='LatentSacAgent'):
+    tf.Module.__init__(self, name=name)
+    if train_step_counter is None:
+      train_step_counter = tf.Variable(0, dtype=tf.int64, name='train_step')
+    if world_model is None:
+      world_model = world_model_lib.WorldModel(time_step_spec.observation, action_spec)
+    self._world_model = world_model
+    self._filter_network = rssm_network.RssmEncodingNetwork(
+        world_model.encoder, world_model.rssm, action_spec)
+    feature_spec = self._filter_network.feature_spec
+    feature_time_step_spec = ts.time_step_spec(feature_spec, time_step_spec.reward)
+
+    actor_net = actor_distribution_network.ActorDistributionNetwork(
+        feature_spec, action_spec, fc_layer_params=actor_fc_layers,
+        continuous_projection_net=(
+            tanh_normal_projection_network.TanhNormalProjectionNetwork))
+    critic_net = critic_network.CriticNetwork(
+        (feature_spec, action_spec), joint_fc_layer_params=critic_fc_layers,
+        kernel_initializer='glorot_uniform', last_kernel_initializer='glorot_uniform')
+    if target_entropy is None:
+      target_entropy = -float(action_spec.shape.num_elements())
+    self._sac = sac_agent.SacAgent(
+        feature_time_step_spec, action_spec,
+        critic_network=critic_net, actor_network=actor_net,
+        actor_optimizer=_legacy_adam(actor_learning_rate),
+        critic_optimizer=_legacy_adam(critic_learning_rate),
+        alpha_optimizer=_legacy_adam(alpha_learning_rate),
+        target_update_tau=target_update_tau, target_update_period=target_update_period,
+        gamma=gamma, reward_scale_factor=reward_scale_factor,
+        initial_log_alpha=initial_log_alpha, target_entropy=target_entropy,
+        gradient_clipping=sac_gradient_clipping,
+        train_step_counter=train_step_counter)
+    self._sac.initialize()
+    self._actor_network = actor_net
+    self._model_optimizer = _legacy_adam(model_learning_rate, epsilon=1e-4)
+    self._model_gradient_clipping = model_gradient_clipping
+    self._sac_burn_in = sac_burn_in
+    self._train_world_model = train_world_model
+    self._train_sac = train_sac
+
+    policy = latent_policy.LatentActorPolicy(
+        time_step_spec, action_spec, self._filter_network, actor_net, greedy=True)
+    collect_policy = latent_policy.LatentActorPolicy(
+        time_step_spec, action_spec, self._filter_network, actor_net, greedy=False)
+    super().__init__(time_step_spec, action_spec, policy, collect_policy,
+                     train_sequence_length=None, train_step_counter=train_step_counter)
+
+  @property
+  def world_model(self):
+    return self._world_model
+
+  @property
+  def sac(self):
+    return self._sac
+
+  @property
+  def log_alpha(self):
+    return self._sac._log_alpha  # pylint: disable=protected-access
+
+  def set_train_world_model(self, enabled):
+    """Freeze (False) or unfreeze the world model; takes effect at the next trace."""
+    self._train_world_model = enabled
+
+  def world_model_variables(self):
+    return self._world_model.trainable_variables
+
+  def sac_variables(self):
+    return (self._actor_network.trainable_variables
+            + self._sac._critic_network_1.trainable_variables  # pylint: disable=protected-access
+            + self._sac._critic_network_2.trainable_variables  # pylint: disable=protected-access
+            + [self.log_alpha])
+
+  def export_policy(self, greedy=True):
+    """A policy whose observation spec holds the filter's inputs only."""
+    spec = ts.time_step_spec(self._world_model.policy_observation_spec,
+                             self.time_step_spec.reward)
+    return latent_policy.LatentActorPolicy(
+        spec, self.action_spec, self._filter_network, self._actor_network, greedy=greedy)
+
+  def _initialize(self):
+    return tf.no_op()
+
+  def sac_transitions(self, experience, features):
+    """Consecutive pairs of each window as a flat [B * T] Transition + weights."""
+    mask = world_model_lib.valid_mask(experience.step_type)
+    num_pairs = experience.step_type.shape[1] - 1
+    pair = lambda x: x[:, :-1]
+    nxt = lambda x: x[:, 1:]
+    time_steps = ts.TimeStep(
+        step_type=pair(experience.step_type),
+        reward=tf.zeros_like(pair(experience.reward)),
+        discount=tf.ones_like(pair(experience.discount)),
+        observation=pair(features))
+    next_time_steps = ts.TimeStep(
+        step_type=nxt(experience.step_type),
+        reward=pair(experience.reward),
+        discount=pair(experience.discount),
+        observation=nxt(features))
+    starts_at_first = tf.equal(experience.step_type[:, :1], ts.StepType.FIRST)
+    after_burn_in = tf.range(num_pairs) >= self._sac_burn_in
+    usable = tf.logical_or(starts_at_first, after_burn_in[None, :])
+    weights = nxt(mask) * tf.cast(usable, tf.float32)
+    action_step = policy_step.PolicyStep(pair(experience.action), (), ())
+    transition = trajectory.Transition(time_steps, action_step, next_time_steps)
+    flatten = lambda x: tf.reshape(x, tf.concat([[-1], tf.shape(x)[2:]], 0))
+    transition = tf.nest.map_structure(flatten, transition)
+    weights = flatten(weights)
+    # Normalise so the SAC losses are means over the usable pairs.
+    weights = weights / tf.maximum(tf.reduce_mean(weights), 1e-6)
+    return transition, weights
+
+  def _train(self, experience, weights=None):
+    del weights  # Windows are sampled uniformly; no importance weights.
+    with tf.GradientTape() as tape:
+      model_loss, terms, posterior = self._world_model.loss(experience)
+    checked_loss = tf.debugging.check_numerics(
+        model_loss, 'world-model loss is NaN or inf (lower '
+        'LatentSacAgent.model_learning_rate or model_gradient_clipping); '
+        'the update was not applied')
+    if self._train_world_model:
+      variables = self._world_model.trainable_variables
+      with tf.control_dependencies([checked_loss]):
+        grads = tape.gradient(model_loss, variables)
+      grads, grad_norm = tf.clip_by_global_norm(grads, self._model_gradient_clipping)
+      self._model_optimizer.apply_gradients(zip(grads, variables))
+      terms['model_grad_norm'] = grad_norm
+
+    with tf.control_dependencies([checked_loss]):
+      features = tf.stop_gradient(rssm_lib.features(posterior))
+    extra = dict(terms)
+    if self._train_sac:
+      transition, sac_weights = self.sac_transitions(experience, features)
+      sac_info = self._sac.train(transition, weights=sac_weights)
+      extra.update(critic_loss=sac_info.extra.critic_loss,
+                   actor_loss=sac_info.extra.actor_loss,
+                   alpha_loss=sac_info.extra.alpha_loss,
+                   alpha=tf.exp(self.log_alpha))
+      total = model_loss + sac_info.loss
+    else:
+      # SacAgent advances the shared counter; without it we must.
+      self.train_step_counter.assign_add(1)
+      total = model_loss
+    return tf_agent.LossInfo(loss=total, extra=extra)

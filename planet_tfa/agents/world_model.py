@@ -1,0 +1,223 @@
+"""The world model: encoders + RSSM + decoders, its ELBO and open-loop predictions.
+
+Time alignment inside a `[B, T]` window of TF-Agents trajectory steps:
+  step t holds observation o_t, the action a_t taken at o_t, and the reward r_t
+  received after a_t. The filter at step t conditions on a_{t-1} (zero at the
+  window start and at FIRST steps), and the reward head at step t predicts the
+  reward of *arriving* at o_t, i.e. trajectory.reward[t-1] (PlaNet's convention).
+Padding steps (written after an episode's LAST step when the episode is shorter
+than the window) are masked out of every term.
+"""
+import gin
+import tensorflow as tf
+import tensorflow_probability as tfp
+from tf_agents.trajectories import time_step as ts
+
+from planet_tfa.networks import decoders
+from planet_tfa.networks import encoders
+from planet_tfa.networks import rssm as rssm_lib
+
+tfd = tfp.distributions
+
+
+def valid_mask(step_type):
+  """[B, T] float: 1 up to and including the first LAST step, 0 after (padding)."""
+  is_last = tf.cast(tf.equal(step_type, ts.StepType.LAST), tf.float32)
+  seen_last_before = tf.cumsum(is_last, axis=1, exclusive=True)
+  return tf.cast(tf.equal(seen_last_before, 0.0), tf.float32)
+
+
+def masked_mean(values, mask):
+  mask = tf.cast(mask, values.dtype)
+  return tf.reduce_sum(values * mask) / tf.maximum(tf.reduce_sum(mask), 1.0)
+
+
+def kl_loss(post, prior, free_nats, balance=None):
+  """Per-step KL(post || prior) with free nats applied to each step.
+
+  Returns (loss [B, T], raw kl [B, T]). With `balance` = alpha, the prior is
+  trained towards the posterior with weight alpha and the posterior towards
+  the prior with 1 - alpha (DreamerV2's KL balancing); the value is unchanged.
+  """
+  kl = tfd.kl_divergence(rssm_lib.gaussian(post), rssm_lib.gaussian(prior))
+  if balance is None:
+    return tf.maximum(kl, free_nats), kl
+  sg = lambda s: tf.nest.map_structure(tf.stop_gradient, s)
+  kl_prior = tfd.kl_divergence(rssm_lib.gaussian(sg(post)), rssm_lib.gaussian(prior))
+  kl_post = tfd.kl_divergence(rssm_lib.gaussian(post), rssm_lib.gaussian(sg(prior)))
+  loss = (balance * tf.maximum(kl_prior, free_nats)
+          + (1.0 - balance) * tf.maximum(kl_post, free_nats))
+  return loss, kl
+
+
+def previous_actions(action, step_type):
+  """[B, T, A] action taken before each step: a_{t-1}, zero at t=0 and FIRST."""
+  action = tf.cast(action, tf.float32)
+  shifted = tf.concat([tf.zeros_like(action[:, :1]), action[:, :-1]], 1)
+  not_first = tf.cast(tf.not_equal(step_type, ts.StepType.FIRST), tf.float32)
+  return shifted * not_first[..., None]
+
+
+@gin.configurable
+class WorldModel(tf.Module):
+  """Encoders, RSSM, per-key decoders and a reward head, with PlaNet's ELBO.
+
+  Args:
+    observation_spec: dict of TensorSpecs (the environment's observation).
+    action_spec: BoundedTensorSpec of the continuous action.
+    encoder_keys: observation keys fed to the encoders (and needed by the
+      policy); None means every key.
+    decoder_keys: observation keys reconstructed; None means the encoder keys.
+      Keys here but not in `encoder_keys` are decode-only targets (e.g. a
+      bird's-eye mask): used in the loss, never by the policy.
+    rssm: the RSSM layer (gin-configurable sizes).
+    reward_scale: weight of the reward log-likelihood (PlaNet: 10).
+    free_nats: per-step KL below this is not penalised (PlaNet: 3).
+    kl_scale: weight of the KL term.
+    kl_balance: None, or DreamerV2's balance alpha (e.g. 0.8).
+    image_depth: conv depth of encoders and image decoders.
+  """
+
+  def __init__(self, observation_spec, action_spec, encoder_keys=None,
+               decoder_keys=None, rssm=None, reward_scale=10.0, free_nats=3.0,
+               kl_scale=1.0, kl_balance=None, image_depth=32, name='world_model'):
+    super().__init__(name=name)
+    if not isinstance(observation_spec, dict):
+      raise TypeError('WorldModel expects a dict observation spec, e.g. '
+                      f"{{'pixels': ...}}; got {observation_spec}")
+    encoder_keys = sorted(observation_spec) if encoder_keys is None else list(encoder_keys)
+    decoder_keys = list(encoder_keys) if decoder_keys is None else list(decoder_keys)
+    unknown = [k for k in decoder_keys if k not in observation_spec]
+    if unknown:
+      raise encoders.ObservationSpecError(
+          f'decoder keys {unknown} are not in the observation spec (keys: '
+          f'{sorted(observation_spec)}); fix WorldModel.decoder_keys in gin.')
+    self.observation_spec = observation_spec
+    self.action_spec = action_spec
+    self.encoder_keys = encoder_keys
+    self.decoder_keys = decoder_keys
+    self.reward_scale = reward_scale
+    self.free_nats = free_nats
+    self.kl_scale = kl_scale
+    self.kl_balance = kl_balance
+    self.encoder = encoders.MultiModalEncoder(
+        observation_spec, encoder_keys,
+        image_encoder=lambda name: encoders.ConvEncoder(depth=image_depth, name=name))
+    self.rssm = rssm if rssm is not None else rssm_lib.RSSM()
+    self.decoders = {}
+    for key in decoder_keys:
+      spec = observation_spec[key]
+      if encoders.is_image_spec(spec):
+        if tuple(spec.shape[:2]) != (64, 64):
+          raise encoders.ObservationSpecError(
+              f"image '{key}' is {tuple(spec.shape)}; the image decoder produces "
+              '64x64 frames: resize the observation to 64x64.')
+        self.decoders[key] = decoders.ImageDecoder(
+            channels=spec.shape[-1], depth=image_depth, name=f'{key}_decoder')
+      else:
+        self.decoders[key] = decoders.VectorDecoder(spec.shape[-1], name=f'{key}_decoder')
+    self.reward_decoder = decoders.reward_decoder()
+    self._build()
+
+  @property
+  def policy_observation_spec(self):
+    """What the acting policy needs: encoder inputs only."""
+    return {k: self.observation_spec[k] for k in self.encoder_keys}
+
+  @property
+  def feature_size(self):
+    return self.rssm.feature_size
+
+  def _build(self):
+    """Creates every variable now, so checkpoints and optimizers see them all."""
+    dummy = {k: tf.zeros([1, 1] + list(s.shape), s.dtype)
+             for k, s in self.observation_spec.items()}
+    embed = self.encoder(dummy)
+    action_size = self.action_spec.shape.num_elements()
+    self.rssm.build_variables(embed.shape[-1], action_size)
+    feats = tf.zeros([1, 1, self.feature_size])
+    for decoder in self.decoders.values():
+      decoder(feats)
+    self.reward_decoder(feats)
+
+  def observe(self, observation, action, step_type, sample=True):
+    """Filters [B, T] windows: returns (posterior, prior) dicts of [B, T, ...]."""
+    encoders.check_observation(observation, self.encoder.input_spec_dict, outer_rank=2)
+    embed = self.encoder(observation)
+    is_first = tf.equal(step_type, ts.StepType.FIRST)
+    # Each window starts from the zero state, as an episode does.
+    is_first = tf.concat([tf.ones_like(is_first[:, :1]), is_first[:, 1:]], 1)
+    return self.rssm.observe(embed, previous_actions(action, step_type), is_first,
+                             sample=sample)
+
+  def _image_target(self, value):
+    return encoders.image_to_float(value)
+
+  def loss(self, experience):
+    """The negative ELBO of a [B, T] trajectory window.
+
+    Returns:
+      (loss scalar, dict of scalar terms for logging, posterior dict [B, T]).
+    """
+    observation = experience.observation
+    encoders.check_observation(
+        observation, {k: self.observation_spec[k] for k in self.decoder_keys},
+        outer_rank=2)
+    post, prior = self.observe(observation, experience.action, experience.step_type)
+    feat = rssm_lib.features(post)
+    mask = valid_mask(experience.step_type)
+
+    terms = {}
+    total = 0.0
+    for key, decoder in self.decoders.items():
+      pred = decoder(feat)
+      target = observation[key]
+      if encoders.is_image_spec(self.observation_spec[key]):
+        target = self._image_target(target)
+        event_dims = 3
+      else:
+        target = tf.cast(target, tf.float32)
+        event_dims = 1
+      log_prob = tfd.Independent(tfd.Normal(pred, 1.0), event_dims).log_prob(target)
+      terms[f'{key}_log_prob'] = masked_mean(log_prob, mask)
+      total -= terms[f'{key}_log_prob']
+
+    # Reward of arriving at step t (t >= 1) is trajectory.reward[t-1].
+    reward_pred = self.reward_decoder(feat)[:, 1:]
+    reward_target = tf.cast(experience.reward[:, :-1], tf.float32)
+    reward_mask = mask[:, 1:]
+    reward_log_prob = tfd.Normal(reward_pred, 1.0).log_prob(reward_target)
+    terms['reward_log_prob'] = masked_mean(reward_log_prob, reward_mask)
+    total -= self.reward_scale * terms['reward_log_prob']
+
+    kl_per_step, kl = kl_loss(post, prior, self.free_nats, self.kl_balance)
+    terms['kl'] = masked_mean(kl, mask)
+    terms['kl_loss'] = masked_mean(kl_per_step, mask)
+    total += self.kl_scale * terms['kl_loss']
+    terms['reward_mse'] = masked_mean(tf.square(reward_pred - reward_target), reward_mask)
+    terms['model_loss'] = total
+    return total, terms, post
+
+  def open_loop_prediction(self, observation, action, step_type, num_context, key=None):
+    """Observes the first `num_context` steps, imagines the rest under the real actions.
+
+    Returns (truth, prediction) images [B, T, H, W, C] as uint8 for key `key`
+    (the first image decoder key by default): the first `num_context` predicted
+    frames are reconstructions, the rest are open-loop.
+    """
+    if key is None:
+      key = next(k for k in self.decoder_keys
+                 if encoders.is_image_spec(self.observation_spec[k]))
+    context = tf.nest.map_structure(lambda x: x[:, :num_context], observation)
+    post, _ = self.observe(context, action[:, :num_context], step_type[:, :num_context],
+                           sample=False)
+    last = {'deter': post['deter'][:, -1], 'stoch': post['stoch'][:, -1]}
+    future_actions = tf.cast(action[:, num_context - 1:-1], tf.float32)
+    prior = self.rssm.imagine(future_actions, last, sample=False)
+    feat = tf.concat([rssm_lib.features(post), rssm_lib.features(prior)], 1)
+    pred = self.decoders[key](feat)
+    to_uint8 = lambda x: tf.cast(tf.clip_by_value((x + 0.5) * 255.0, 0.0, 255.0), tf.uint8)
+    truth = observation[key]
+    if truth.dtype != tf.uint8:
+      truth = to_uint8(truth)
+    return truth, to_uint8(pred)

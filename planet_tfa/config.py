@@ -1,0 +1,55 @@
+"""Gin parsing with errors that name the bad file or binding.
+
+Every configurable module is imported before parsing, so a misspelled
+configurable or parameter fails at start instead of being ignored.
+"""
+import os
+
+import gin
+
+GIN_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'gin')
+DEFAULT_GIN_FILE = 'dmc_cartpole_swingup.gin'
+
+
+class ConfigError(ValueError):
+  """A gin file or binding is wrong."""
+
+
+def import_configurables():
+  # pylint: disable=g-import-not-at-top,unused-import
+  from planet_tfa import run
+  from planet_tfa.agents import latent_sac_agent
+  from planet_tfa.agents import world_model
+  from planet_tfa.drivers import episode_drivers
+  from planet_tfa.drivers import observers
+  from planet_tfa.drivers import replay
+  from planet_tfa.environments import suites
+  from planet_tfa.networks import decoders
+  from planet_tfa.networks import encoders
+  from planet_tfa.networks import rssm
+  try:
+    from planet_tfa.environments import carla_env
+  except ImportError:
+    pass
+
+
+def resolve_gin_file(name):
+  """A path as given, else the same name inside the project's gin/ directory."""
+  for candidate in (name, os.path.join(GIN_DIR, name),
+                    os.path.join(GIN_DIR, os.path.basename(name))):
+    if os.path.isfile(candidate):
+      return candidate
+  raise ConfigError(f'gin file {name!r} not found (also looked in {GIN_DIR}); '
+                    f'available: {sorted(f for f in os.listdir(GIN_DIR) if f.endswith(".gin"))}')
+
+
+def parse(gin_files, gin_params=()):
+  import_configurables()
+  files = [resolve_gin_file(f) for f in gin_files]
+  gin.add_config_file_search_path(GIN_DIR)
+  try:
+    gin.parse_config_files_and_bindings(files, list(gin_params), finalize_config=False)
+  except (ValueError, KeyError, TypeError, SyntaxError, IOError) as error:
+    raise ConfigError(
+        f'bad gin configuration: {error}\n(files: {files}, bindings: {list(gin_params)}). '
+        'Check the spelling of the configurable and parameter names.') from error

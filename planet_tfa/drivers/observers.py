@@ -1,0 +1,72 @@
+"""Writing driver steps into Reverb, one whole episode at a time.
+
+`ReverbEpisodeObserver` buffers the steps of the running episode and hands
+them to TF-Agents' `ReverbAddTrajectoryObserver` only when the episode ends,
+so an episode cut short (a killed collector, a simulator crash) never reaches
+the table, and windows never span two episodes. Episodes shorter than the
+window are padded with zero boundary steps, which the world model masks.
+
+`TFReverbObserver` lets the same Python observer run under a TF driver inside
+`tf.function`: it strips the batch dimension with `tf.numpy_function`.
+"""
+import gin
+import numpy as np
+import tensorflow as tf
+from tf_agents.replay_buffers import reverb_utils
+from tf_agents.trajectories import trajectory as trajectory_lib
+
+from planet_tfa.drivers import replay
+
+
+@gin.configurable
+class ReverbEpisodeObserver:
+  """Unbatched Python observer: complete episodes -> T+1-step windows."""
+
+  def __init__(self, client, sequence_length, table_name=replay.EXPERIENCE_TABLE,
+               stride_length=1, pad_short_episodes=True):
+    self._writer = reverb_utils.ReverbAddTrajectoryObserver(
+        client, table_name, sequence_length, stride_length=stride_length,
+        pad_end_of_episodes=pad_short_episodes)
+    self._episode = []
+    self.episodes_written = 0
+    self.steps_written = 0
+
+  def __call__(self, trajectory):
+    self._episode.append(trajectory)
+    if trajectory.is_boundary():
+      for step in self._episode:
+        self._writer(step)
+      self._writer.flush()
+      self.episodes_written += 1
+      self.steps_written += len(self._episode)
+      self._episode = []
+
+  @property
+  def pending_steps(self):
+    """Steps of the unfinished episode (dropped if the process dies)."""
+    return len(self._episode)
+
+  def discard_pending(self):
+    """Forgets the unfinished episode (e.g. after a simulator crash)."""
+    self._episode = []
+
+  def close(self):
+    self._writer.close()
+
+
+class TFReverbObserver:
+  """Adapter for batched TF drivers: one Python observer per batch row."""
+
+  def __init__(self, observer_factory, batch_size=1):
+    self.observers = [observer_factory() for _ in range(batch_size)]
+
+  def _write(self, *flat_arrays):
+    for row, observer in enumerate(self.observers):
+      row_arrays = [np.asarray(a)[row] for a in flat_arrays]
+      observer(tf.nest.pack_sequence_as(self._structure, row_arrays))
+    return np.int64(0)
+
+  def __call__(self, trajectory):
+    self._structure = tf.nest.map_structure(lambda _: 0, trajectory)
+    flat = tf.nest.flatten(trajectory)
+    return tf.numpy_function(self._write, flat, tf.int64, name='reverb_write')

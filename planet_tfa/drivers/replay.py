@@ -1,0 +1,183 @@
+"""Reverb replay of T+1-step windows: table, server (with checkpoints) and sampler.
+
+Items are windows of `sequence_length` (= T+1) consecutive steps of one episode,
+written with stride 1 by `observers.ReverbEpisodeObserver`. Reverb stores the
+steps once, in chunks shared by the overlapping windows, so the next
+observation of every transition is in its window at no extra storage.
+"""
+import logging
+import math
+import os
+import time
+
+import gin
+import reverb
+import tensorflow as tf
+from tf_agents.replay_buffers import reverb_replay_buffer
+from tf_agents.specs import tensor_spec
+
+EXPERIENCE_TABLE = 'experience'
+VARIABLES_TABLE = 'variables'
+REPLAY_DIR = 'replay'
+
+
+class ReplayEmptyError(RuntimeError):
+  """Sampling waited longer than the timeout for the table to allow a sample."""
+
+
+class ReplayUnavailableError(ConnectionError):
+  """The Reverb server at an address could not be reached before a deadline."""
+
+
+@gin.configurable
+def capacity_in_items(capacity_env_steps=100_000, stride_length=1):
+  """Each env step starts about one window every `stride_length` steps."""
+  return max(1, math.ceil(capacity_env_steps / stride_length))
+
+
+@gin.configurable
+def make_rate_limiter(kind='min_size', min_size=1, samples_per_insert=None,
+                      error_buffer=None):
+  """'min_size': sample once `min_size` items exist (PlaNet/SLAC behaviour).
+
+  'samples_per_insert': keep the learner within `error_buffer` samples of
+  `samples_per_insert` samples per inserted window (for many collectors).
+  """
+  if kind == 'min_size':
+    return reverb.rate_limiters.MinSize(min_size)
+  if kind == 'samples_per_insert':
+    if samples_per_insert is None:
+      raise ValueError("rate limiter 'samples_per_insert' needs "
+                       'make_rate_limiter.samples_per_insert in gin')
+    if error_buffer is None:
+      error_buffer = max(1.0, samples_per_insert) * 100
+    return reverb.rate_limiters.SampleToInsertRatio(
+        samples_per_insert=samples_per_insert, min_size_to_sample=min_size,
+        error_buffer=error_buffer)
+  raise ValueError(f"unknown rate limiter kind {kind!r}: use 'min_size' or "
+                   "'samples_per_insert'")
+
+
+@gin.configurable
+def make_experience_table(data_spec, name=EXPERIENCE_TABLE, capacity_env_steps=100_000,
+                          stride_length=1, rate_limiter=None):
+  """The window table; its signature is `data_spec` with a time dim added."""
+  return reverb.Table(
+      name,
+      sampler=reverb.selectors.Uniform(),
+      remover=reverb.selectors.Fifo(),
+      max_size=capacity_in_items(capacity_env_steps, stride_length),
+      rate_limiter=rate_limiter or make_rate_limiter(),
+      max_times_sampled=0,
+      signature=tensor_spec.add_outer_dim(tensor_spec.from_spec(data_spec)))
+
+
+def make_variables_table(variables_spec, name=VARIABLES_TABLE):
+  """One item: the newest policy variables (for remote collectors)."""
+  return reverb.Table(
+      name, sampler=reverb.selectors.Uniform(), remover=reverb.selectors.Fifo(),
+      max_size=1, rate_limiter=reverb.rate_limiters.MinSize(1), max_times_sampled=0,
+      signature=variables_spec)
+
+
+class ReplayServer:
+  """A Reverb server whose tables persist to `ROOT/replay/`.
+
+  On start it restores the newest checkpoint there (Reverb's default
+  checkpointer), so a restarted run continues with its replay contents.
+  """
+
+  def __init__(self, tables, root_dir=None, port=None):
+    self.checkpoint_dir = os.path.join(root_dir, REPLAY_DIR) if root_dir else None
+    checkpointer = None
+    if self.checkpoint_dir:
+      os.makedirs(self.checkpoint_dir, exist_ok=True)
+      checkpointer = reverb.platform.checkpointers_lib.DefaultCheckpointer(
+          path=self.checkpoint_dir)
+    self.server = reverb.Server(tables, port=port, checkpointer=checkpointer)
+    self.port = self.server.port
+    self.address = f'localhost:{self.port}'
+    self.client = reverb.Client(self.address)
+
+  def table_size(self, table=EXPERIENCE_TABLE):
+    return self.client.server_info()[table].current_size
+
+  def checkpoint(self):
+    """Writes the tables to `ROOT/replay/`; returns the checkpoint path."""
+    if not self.checkpoint_dir:
+      return None
+    start = time.time()
+    path = self.client.checkpoint()
+    logging.info('replay checkpoint written to %s in %.1fs', path, time.time() - start)
+    return path
+
+  def stop(self):
+    self.server.stop()
+
+
+def wait_for_server(address, deadline_s=60.0, initial_backoff_s=0.5, max_backoff_s=10.0):
+  """Returns a connected `reverb.Client`, retrying with backoff until the deadline."""
+  start = time.time()
+  backoff = initial_backoff_s
+  last_error = None
+  while True:
+    client = reverb.Client(address)
+    remaining = deadline_s - (time.time() - start)
+    try:
+      client.server_info(timeout=max(1, int(min(remaining, max_backoff_s))))
+      return client
+    except Exception as error:  # pylint: disable=broad-except
+      last_error = error
+    remaining = deadline_s - (time.time() - start)
+    if remaining <= 0:
+      raise ReplayUnavailableError(
+          f'no Reverb server answered at {address} within {deadline_s:.0f}s '
+          f'({type(last_error).__name__}). Start it with `python -m '
+          f'planet_tfa.drivers.reverb_server --port=...` or fix --replay_server.')
+    logging.warning('Reverb server at %s not reachable yet; retrying in %.1fs',
+                    address, backoff)
+    time.sleep(min(backoff, remaining))
+    backoff = min(backoff * 2, max_backoff_s)
+
+
+@gin.configurable
+class ReplaySampler:
+  """Iterates `[B, T+1]` trajectory windows from the experience table.
+
+  Sampling never blocks forever: after `timeout_s` without a sample it raises
+  `ReplayEmptyError` saying which table is empty and why that usually happens.
+  """
+
+  def __init__(self, data_spec, server_address, sequence_length, batch_size=32,
+               timeout_s=60.0, prefetch=2, table_name=EXPERIENCE_TABLE):
+    self.server_address = server_address
+    self.table_name = table_name
+    self.timeout_s = timeout_s
+    self._client = reverb.Client(server_address)
+    self._buffer = reverb_replay_buffer.ReverbReplayBuffer(
+        data_spec, table_name, sequence_length=sequence_length,
+        server_address=server_address,
+        rate_limiter_timeout_ms=int(timeout_s * 1000))
+    # num_steps == item length: otherwise items are cut into shuffled chunks.
+    self.dataset = self._buffer.as_dataset(
+        sample_batch_size=batch_size, num_steps=sequence_length).prefetch(prefetch)
+    self._iterator = None
+
+  def __iter__(self):
+    return self
+
+  def __next__(self):
+    if self._iterator is None:
+      self._iterator = iter(self.dataset)
+    try:
+      experience, _ = next(self._iterator)
+      return experience
+    except (StopIteration, tf.errors.OutOfRangeError):
+      self._iterator = None
+      size = self._client.server_info()[self.table_name].current_size
+      raise ReplayEmptyError(
+          f"replay table '{self.table_name}' at {self.server_address} gave no sample "
+          f'within {self.timeout_s:.0f}s: it holds {size} windows. Usually no warm-up '
+          'ran (train_eval.initial_collect_episodes = 0), all episodes were shorter '
+          'than the rate limiter allows, or no collector writes to this server.'
+      ) from None

@@ -1,0 +1,133 @@
+"""PlaNet's recurrent state-space model (RSSM).
+
+A latent state is a dict of tensors:
+  deter  [B, deter_size]  GRU state (the deterministic path)
+  stoch  [B, stoch_size]  sample (or mean) of the diagonal Gaussian
+  mean, std               that Gaussian's parameters (present in step outputs)
+
+prior:     h_t = GRU(h_{t-1}, [z_{t-1}, a_{t-1}]),  z_t ~ p(z_t | h_t)
+posterior: z_t ~ q(z_t | h_t, embed_t)
+"""
+import gin
+import tensorflow as tf
+import tensorflow_probability as tfp
+
+tfd = tfp.distributions
+
+
+def features(state):
+  """Latent features fed to decoders and SAC: deter || stoch."""
+  return tf.concat([state['deter'], state['stoch']], -1)
+
+
+def gaussian(state):
+  return tfd.MultivariateNormalDiag(state['mean'], state['std'])
+
+
+@gin.configurable
+class RSSM(tf.keras.layers.Layer):
+  """Prior/posterior steps, `observe` over [B, T] and open-loop `imagine`."""
+
+  def __init__(self, deter_size=200, stoch_size=30, hidden_size=200,
+               min_std=0.1, activation='elu', name='rssm'):
+    super().__init__(name=name)
+    self.deter_size = deter_size
+    self.stoch_size = stoch_size
+    self.min_std = min_std
+    self._img_in = tf.keras.layers.Dense(hidden_size, activation=activation, name='img_in')
+    self._cell = tf.keras.layers.GRUCell(deter_size, name='gru')
+    self._img_out = tf.keras.layers.Dense(hidden_size, activation=activation, name='img_out')
+    self._prior_stats = tf.keras.layers.Dense(2 * stoch_size, name='prior_stats')
+    self._obs_out = tf.keras.layers.Dense(hidden_size, activation=activation, name='obs_out')
+    self._post_stats = tf.keras.layers.Dense(2 * stoch_size, name='post_stats')
+
+  @property
+  def feature_size(self):
+    return self.deter_size + self.stoch_size
+
+  def zero_state(self, batch_size):
+    """Deterministic zeros: the state every episode starts from."""
+    return {
+        'deter': tf.zeros(tf.stack([batch_size, self.deter_size])),
+        'stoch': tf.zeros(tf.stack([batch_size, self.stoch_size])),
+    }
+
+  def _stats(self, layer, hidden, sample):
+    mean, raw_std = tf.split(layer(hidden), 2, -1)
+    std = tf.nn.softplus(raw_std) + self.min_std
+    stoch = mean + std * tf.random.normal(tf.shape(mean)) if sample else mean
+    return {'mean': mean, 'std': std, 'stoch': stoch}
+
+  def prior_step(self, state, prev_action, sample=True):
+    """One transition: previous latent + previous action -> prior at this step."""
+    x = self._img_in(tf.concat([state['stoch'], tf.cast(prev_action, tf.float32)], -1))
+    deter, _ = self._cell(x, [state['deter']])
+    prior = self._stats(self._prior_stats, self._img_out(deter), sample)
+    prior['deter'] = deter
+    return prior
+
+  def posterior_step(self, state, prev_action, embed, sample=True):
+    """One filtering step; returns (posterior, prior) at this step."""
+    prior = self.prior_step(state, prev_action, sample)
+    hidden = self._obs_out(tf.concat([prior['deter'], embed], -1))
+    post = self._stats(self._post_stats, hidden, sample)
+    post['deter'] = prior['deter']
+    return post, prior
+
+  def reset(self, state, is_first):
+    """Zeros `state` (a dict of [B, ...]) in the rows where `is_first`."""
+    keep = tf.cast(tf.logical_not(is_first), tf.float32)[:, None]
+    return {k: v * tf.cast(keep, v.dtype) for k, v in state.items()}
+
+  def build_variables(self, embed_size, action_size):
+    """Creates all variables with one step on zeros (tf.scan cannot create them)."""
+    if self._post_stats.built:
+      return
+    state = self.zero_state(1)
+    self.posterior_step(state, tf.zeros([1, action_size]), tf.zeros([1, embed_size]))
+
+  def observe(self, embed, prev_action, is_first, initial_state=None, sample=True):
+    """Filters a sequence.
+
+    Args:
+      embed: [B, T, E] encoder outputs.
+      prev_action: [B, T, A]; entry t is the action taken before step t.
+      is_first: [B, T] bool; the state is reset to zeros before those steps.
+      initial_state: state before step 0 (zeros if None).
+      sample: sample the stochastic state (True) or use the mean.
+
+    Returns:
+      (posterior, prior): dicts of [B, T, ...] tensors.
+    """
+    self.build_variables(embed.shape[-1], prev_action.shape[-1])
+    batch_size = tf.shape(embed)[0]
+    if initial_state is None:
+      initial_state = self.zero_state(batch_size)
+    time_major = lambda x: tf.transpose(x, [1, 0] + list(range(2, x.shape.rank)))
+    inputs = (time_major(embed), time_major(tf.cast(prev_action, tf.float32)),
+              time_major(is_first))
+
+    def step(carry, inputs):
+      post_prev, _ = carry
+      embed_t, action_t, first_t = inputs
+      state = self.reset({'deter': post_prev['deter'], 'stoch': post_prev['stoch']}, first_t)
+      action_t = action_t * tf.cast(tf.logical_not(first_t), tf.float32)[:, None]
+      return self.posterior_step(state, action_t, embed_t, sample)
+
+    zeros = tf.zeros([batch_size, self.stoch_size])
+    init = dict(initial_state, mean=zeros, std=zeros)
+    post, prior = tf.scan(step, inputs, initializer=(init, init))
+    batch_major = lambda x: tf.transpose(x, [1, 0] + list(range(2, x.shape.rank)))
+    return tf.nest.map_structure(batch_major, post), tf.nest.map_structure(batch_major, prior)
+
+  def imagine(self, prev_action, initial_state, sample=True):
+    """Open-loop rollout of the prior from `initial_state` under [B, T, A] actions."""
+    batch_size = tf.shape(prev_action)[0]
+    zeros = tf.zeros([batch_size, self.stoch_size])
+    init = dict(deter=initial_state['deter'], stoch=initial_state['stoch'], mean=zeros, std=zeros)
+    actions = tf.transpose(tf.cast(prev_action, tf.float32),
+                           [1, 0] + list(range(2, prev_action.shape.rank)))
+    prior = tf.scan(lambda state, a: self.prior_step(state, a, sample), actions,
+                    initializer=init)
+    return tf.nest.map_structure(
+        lambda x: tf.transpose(x, [1, 0] + list(range(2, x.shape.rank))), prior)

@@ -1,0 +1,280 @@
+"""The training loop behind `train_eval.py`: collect, train, evaluate, save.
+
+One iteration = `collect_episodes_per_iteration` policy episodes into the
+replay, then `train_steps_per_iteration` agent train steps on sampled windows;
+every `eval_interval` iterations `eval_episodes` greedy episodes on a separate
+environment. Layout of ROOT:
+  operative_config.gin    the full configuration the run used
+  train/, eval/           TensorBoard events
+  train/checkpoints/      agent, optimizers, counters, metrics, iteration
+  replay/                 Reverb checkpoints of the experience table
+"""
+import json
+import logging
+import os
+import signal
+import time
+
+import gin
+import numpy as np
+import tensorflow as tf
+from tf_agents.environments import tf_py_environment
+from tf_agents.utils import common
+
+from planet_tfa import checkpoints
+from planet_tfa import summaries
+from planet_tfa.agents import latent_sac_agent
+from planet_tfa.drivers import episode_drivers
+from planet_tfa.drivers import observers
+from planet_tfa.drivers import replay
+from planet_tfa.environments import suites
+
+TRAIN_DIR = 'train'
+EVAL_DIR = 'eval'
+CHECKPOINT_DIR = os.path.join(TRAIN_DIR, 'checkpoints')
+OPERATIVE_CONFIG = 'operative_config.gin'
+
+
+class _StopRequested:
+  """SIGTERM / SIGINT set a flag; the loop checkpoints and exits cleanly."""
+
+  def __init__(self):
+    self.signal = None
+    self._previous = {}
+
+  def install(self):
+    for sig in (signal.SIGTERM, signal.SIGINT):
+      try:
+        self._previous[sig] = signal.signal(sig, self._handle)
+      except ValueError:  # not the main thread
+        pass
+
+  def _handle(self, signum, frame):
+    del frame
+    self.signal = signal.Signals(signum).name
+    print(f'\n{self.signal} received: finishing the train step, then checkpointing '
+          'and exiting (send it again to abort).', flush=True)
+    signal.signal(signum, self._previous.get(signum, signal.SIG_DFL))
+
+  def restore(self):
+    for sig, handler in self._previous.items():
+      signal.signal(sig, handler)
+
+
+def make_tf_env(env_loader, seed):
+  """Builds and steps the env in one dedicated thread (OpenGL contexts are per thread)."""
+  return tf_py_environment.TFPyEnvironment(lambda: env_loader(seed=seed), isolation=True)
+
+
+def close_tf_env(tf_env):
+  """Closes the Python env inside its isolation thread, then the thread."""
+  # pylint: disable=protected-access
+  tf_env._execute(tf_env.pyenv.close)
+  # TFPyEnvironment.close() joins the pool before closing it, which raises.
+  if tf_env._pool is not None:
+    tf_env._pool.close()
+    tf_env._pool.join()
+    tf_env._pool = None
+
+
+def _scalar(value):
+  return float(np.asarray(value))
+
+
+@gin.configurable(denylist=['root_dir'])
+def train_eval(root_dir,
+               env_loader=suites.load_environment,
+               num_iterations=1000,
+               initial_collect_episodes=5,
+               collect_episodes_per_iteration=1,
+               train_steps_per_iteration=100,
+               batch_size=32,
+               sequence_length=9,
+               eval_interval=10,
+               eval_episodes=1,
+               checkpoint_interval=10,
+               replay_checkpoint_interval=10,
+               summary_interval=1,
+               image_summary_interval=10,
+               sample_timeout_s=60.0,
+               seed=0):
+  """Trains a LatentSacAgent; returns a dict summarising the run.
+
+  Args:
+    root_dir: where everything is written (see module doc).
+    env_loader: callable(seed=...) -> PyEnvironment; gin chooses the task.
+    num_iterations: total iterations of the run (a resumed run continues to it).
+    initial_collect_episodes: random-policy episodes before training, skipped
+      when the (restored) replay already holds windows.
+    collect_episodes_per_iteration, train_steps_per_iteration: the data ratio.
+    batch_size: windows per train step.
+    sequence_length: steps per replay window (T+1).
+    eval_interval, eval_episodes: greedy evaluation cadence and size.
+    checkpoint_interval, replay_checkpoint_interval: in iterations.
+    summary_interval, image_summary_interval: in iterations.
+    sample_timeout_s: sampling raises ReplayEmptyError after this long.
+    seed: seeds TF, NumPy and the environments (eval env gets seed + 1).
+  """
+  root_dir = os.path.abspath(os.path.expanduser(root_dir))
+  os.makedirs(root_dir, exist_ok=True)
+  tf.random.set_seed(seed)
+  np.random.seed(seed)
+
+  train_env = make_tf_env(env_loader, seed)
+  eval_env = make_tf_env(env_loader, seed + 1) if eval_episodes > 0 else None
+  train_step = tf.Variable(0, dtype=tf.int64, name='train_step')
+  agent = latent_sac_agent.LatentSacAgent(
+      train_env.time_step_spec(), train_env.action_spec(), train_step_counter=train_step)
+
+  table = replay.make_experience_table(agent.collect_data_spec)
+  replay_server = replay.ReplayServer([table], root_dir=root_dir)
+  episode_observer = observers.TFReverbObserver(
+      lambda: observers.ReverbEpisodeObserver(replay_server.client, sequence_length),
+      batch_size=train_env.batch_size)
+  collection = episode_drivers.Collection(
+      train_env, eval_env, agent.collect_policy, agent.policy, episode_observer)
+
+  iteration = tf.Variable(0, dtype=tf.int64, name='iteration')
+  best_eval_return = tf.Variable(-np.inf, dtype=tf.float64, name='best_eval_return')
+  run_checkpoints = checkpoints.RunCheckpoints(
+      os.path.join(root_dir, CHECKPOINT_DIR), agent=agent, iteration=iteration,
+      best_eval_return=best_eval_return, **collection.checkpoint_objects())
+  restored = run_checkpoints.restore()
+  if restored:
+    print(f'Resumed {root_dir} from {restored}: iteration {int(iteration.numpy())}, '
+          f'train step {int(train_step.numpy())}', flush=True)
+
+  operative_config = gin.operative_config_str()
+  with open(os.path.join(root_dir, OPERATIVE_CONFIG), 'w') as f:
+    f.write(operative_config)
+
+  train_writer = tf.summary.create_file_writer(os.path.join(root_dir, TRAIN_DIR))
+  eval_writer = tf.summary.create_file_writer(os.path.join(root_dir, EVAL_DIR))
+  train_fn = common.function(agent.train)
+  open_loop_fn = common.function(agent.world_model.open_loop_prediction)
+
+  stored_windows = replay_server.table_size()
+  if stored_windows == 0 and initial_collect_episodes > 0:
+    print(f'Warm-up: {initial_collect_episodes} random episodes ...', flush=True)
+    start = time.time()
+    collection.warmup(initial_collect_episodes)
+    print(f'Warm-up done: {int(collection.train_metrics["env_steps"].result())} env '
+          f'steps in {time.time() - start:.1f}s', flush=True)
+  elif stored_windows:
+    print(f'Replay holds {stored_windows} windows: warm-up skipped.', flush=True)
+
+  sampler = replay.ReplaySampler(
+      agent.collect_data_spec, replay_server.address, sequence_length,
+      batch_size=batch_size, timeout_s=sample_timeout_s)
+
+  stop = _StopRequested()
+  stop.install()
+  start_iteration = int(iteration.numpy())
+  progress = summaries.Progress(num_iterations, start=start_iteration)
+  counters = lambda: {'env_steps': int(collection.train_metrics['env_steps'].result()),
+                      'train_steps': int(train_step.numpy())}
+  progress.rates(counters())
+  last_eval_return = None
+  loss_info = None
+  try:
+    while int(iteration.numpy()) < num_iterations and stop.signal is None:
+      collection.collect(collect_episodes_per_iteration)
+      for _ in range(train_steps_per_iteration):
+        experience = next(sampler)
+        loss_info = train_fn(experience)
+        if stop.signal is not None:
+          break
+      iteration.assign_add(1)
+      it = int(iteration.numpy())
+      rates = progress.rates(counters())
+
+      if summary_interval and it % summary_interval == 0 and loss_info is not None:
+        with train_writer.as_default():
+          step = train_step
+          summaries.write_scalars(
+              {k: v for k, v in loss_info.extra.items()}, step, 'losses/')
+          summaries.write_scalars({
+              'metrics/return': collection.train_metrics['return'].result(),
+              'metrics/episode_length': collection.train_metrics['episode_length'].result(),
+              'metrics/env_steps': collection.train_metrics['env_steps'].result(),
+              'metrics/episodes': collection.train_metrics['episodes'].result(),
+              'rates/env_steps_per_sec': rates['env_steps'],
+              'rates/train_steps_per_sec': rates['train_steps'],
+              'metrics/iteration': it,
+          }, step)
+          if image_summary_interval and it % image_summary_interval == 0:
+            context = max(1, sequence_length // 3)
+            truth, prediction = open_loop_fn(
+                experience.observation, experience.action, experience.step_type, context)
+            tf.summary.image('open_loop/truth_top_model_bottom',
+                             summaries.open_loop_strip(truth, prediction), step=step)
+
+      if eval_env is not None and eval_interval and (
+          it % eval_interval == 0 or it == num_iterations):
+        last_eval_return = collection.evaluate(eval_episodes)
+        best_eval_return.assign(max(float(best_eval_return.numpy()), last_eval_return))
+        with eval_writer.as_default():
+          summaries.write_scalars({
+              'metrics/return': last_eval_return,
+              'metrics/episode_length': collection.eval_metrics['episode_length'].result(),
+          }, train_step)
+
+      if checkpoint_interval and it % checkpoint_interval == 0:
+        run_checkpoints.save(train_step.numpy())
+      if replay_checkpoint_interval and it % replay_checkpoint_interval == 0:
+        replay_server.checkpoint()
+
+      fields = {
+          'train step': int(train_step.numpy()),
+          'env steps': counters()['env_steps'],
+          'env steps/s': rates['env_steps'],
+          'train steps/s': rates['train_steps'],
+          'model loss': (_scalar(loss_info.extra['model_loss'])
+                         if loss_info is not None else None),
+          'return': _scalar(collection.train_metrics['return'].result()),
+          'eval return': last_eval_return,
+      }
+      print(progress.line(it, fields), flush=True)
+  finally:
+    stop.restore()
+    # Whatever ended the loop (done, a signal, an error), keep what was done.
+    # A non-finite loss raised before any variable changed, so this is safe.
+    run_checkpoints.save(train_step.numpy())
+    replay_server.checkpoint()
+    train_writer.flush()
+    eval_writer.flush()
+
+  result = {
+      'root_dir': root_dir,
+      'iterations': int(iteration.numpy()),
+      'train_steps': int(train_step.numpy()),
+      'env_steps': int(collection.train_metrics['env_steps'].result()),
+      'episodes': int(collection.train_metrics['episodes'].result()),
+      'last_eval_return': last_eval_return,
+      'best_eval_return': (float(best_eval_return.numpy())
+                           if np.isfinite(best_eval_return.numpy()) else None),
+      'replay_windows': replay_server.table_size(),
+      'stopped_by': stop.signal,
+      'wall_time_s': round(time.time() - progress.started_at, 1),
+  }
+  replay_server.stop()
+  # Close in the envs' own thread, which frees their OpenGL contexts there.
+  for env in (train_env, eval_env):
+    if env is not None:
+      close_tf_env(env)
+  _print_summary(result)
+  with open(os.path.join(root_dir, 'run_summary.json'), 'w') as f:
+    json.dump(result, f, indent=2)
+  return result
+
+
+def _print_summary(result):
+  root = result['root_dir']
+  print('\n=== run summary ===')
+  for key in ('iterations', 'train_steps', 'env_steps', 'episodes', 'last_eval_return',
+              'best_eval_return', 'replay_windows', 'wall_time_s', 'stopped_by'):
+    print(f'  {key:18s} {result[key]}')
+  print(f'  checkpoints        {os.path.join(root, CHECKPOINT_DIR)}')
+  print(f'  replay             {os.path.join(root, replay.REPLAY_DIR)}')
+  print(f'  tensorboard        tensorboard --logdir {root}')
+  print(f'  config             {os.path.join(root, OPERATIVE_CONFIG)}', flush=True)

@@ -1,0 +1,64 @@
+"""The DeepMind Control pixel loader, on the real dm_control cartpole."""
+import os
+
+import numpy as np
+
+from planet_tfa.environments import suites
+
+
+def test_mujoco_gl_is_set_before_dm_control_import():
+  assert os.environ.get('MUJOCO_GL') in ('egl', 'osmesa', 'glfw')
+
+
+def test_pixels_spec_dtype_and_frames_are_not_blank():
+  env = suites.load_dmc_pixels('cartpole-swingup', seed=0)
+  try:
+    spec = env.observation_spec()
+    assert isinstance(spec, dict) and list(spec) == ['pixels']
+    assert spec['pixels'].shape == (64, 64, 3) and spec['pixels'].dtype == np.uint8
+    assert env.action_spec().shape == (1,) and env.action_spec().dtype == np.float32
+    time_step = env.reset()
+    frames = [time_step.observation['pixels']]
+    for _ in range(5):
+      time_step = env.step(np.array([1.0], np.float32))
+      frames.append(time_step.observation['pixels'])
+    frames = np.stack(frames)
+    assert frames.dtype == np.uint8
+    assert frames.std() > 10, 'rendered frames are blank'
+    assert np.abs(frames[-1].astype(int) - frames[0].astype(int)).mean() > 0.5, \
+        'frames do not change while the cart moves'
+  finally:
+    env.close()
+
+
+def test_action_repeat_sums_rewards_of_the_inner_steps():
+  from dm_control import suite  # pylint: disable=g-import-not-at-top
+  repeat = 4
+  env = suites.load_dmc_pixels('cartpole-swingup', action_repeat=repeat, seed=3)
+  raw = suite.load('cartpole', 'swingup', task_kwargs={'random': 3})
+  try:
+    env.reset()
+    raw.reset()
+    rng = np.random.default_rng(0)
+    for _ in range(6):
+      action = rng.uniform(-1, 1, size=(1,)).astype(np.float32)
+      reward = env.step(action).reward
+      expected = sum(raw.step(action).reward for _ in range(repeat))
+      assert reward == np.float32(expected)
+      assert expected > 0
+  finally:
+    env.close()
+
+
+def test_paper_action_repeats_are_the_default():
+  env = suites.load_dmc_pixels('cartpole-swingup', seed=0)
+  try:
+    first = env.reset()
+    steps = 0
+    time_step = first
+    while not time_step.is_last():
+      time_step = env.step(np.zeros(1, np.float32))
+      steps += 1
+    assert steps == 1000 // 8  # 1000 physics steps at action repeat 8
+  finally:
+    env.close()

@@ -1,0 +1,255 @@
+"""Reverb windows, drivers and replay persistence, on real Reverb servers."""
+import os
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pytest
+import reverb
+import tensorflow as tf
+from tf_agents.environments import tf_py_environment
+from tf_agents.policies import random_tf_policy
+from tf_agents.trajectories import policy_step
+from tf_agents.trajectories import time_step as ts
+from tf_agents.trajectories import trajectory
+from tf_agents.specs import tensor_spec
+
+from planet_tfa.agents import world_model
+from planet_tfa.drivers import episode_drivers
+from planet_tfa.drivers import observers
+from planet_tfa.drivers import replay
+from counting_env import CountingEnv
+
+WINDOW = 9
+
+
+def _data_spec(env):
+  tf_env = tf_py_environment.TFPyEnvironment(env)
+  policy = random_tf_policy.RandomTFPolicy(tf_env.time_step_spec(), tf_env.action_spec())
+  return tf_env, policy, policy.trajectory_spec
+
+
+def _server(data_spec, root_dir=None, **table_kwargs):
+  table = replay.make_experience_table(data_spec, capacity_env_steps=10_000,
+                                       rate_limiter=replay.make_rate_limiter('min_size', 1),
+                                       **table_kwargs)
+  return replay.ReplayServer([table], root_dir=root_dir)
+
+
+def _collection(tf_env, policy, server, eval_env=None, eval_policy=None):
+  observer = observers.TFReverbObserver(
+      lambda: observers.ReverbEpisodeObserver(server.client, WINDOW))
+  return episode_drivers.Collection(tf_env, eval_env, policy, eval_policy or policy, observer)
+
+
+def _all_windows(server, data_spec):
+  """Every item of the table (sampled 30x over through the project's sampler, deduplicated)."""
+  size = server.table_size()
+  sampler = replay.ReplaySampler(data_spec, server.address, WINDOW, batch_size=size * 30,
+                                 timeout_s=5)
+  batch = tf.nest.map_structure(lambda x: x.numpy(), next(sampler))
+  keys = batch.observation['state'][:, 0, :2]  # (episode id, first step) names a window
+  _, first_rows = np.unique(keys, axis=0, return_index=True)
+  assert len(first_rows) == size
+  return tf.nest.map_structure(lambda x: x[np.sort(first_rows)], batch)
+
+
+def test_windows_never_span_episodes_and_padding_is_masked():
+  env = CountingEnv(episode_lengths=(5, 12, 3, 20, 8))
+  tf_env, policy, data_spec = _data_spec(env)
+  server = _server(data_spec)
+  _collection(tf_env, policy, server).warmup(5)
+  windows = _all_windows(server, data_spec)
+  state = windows.observation['state']
+  mask = world_model.valid_mask(tf.constant(windows.step_type)).numpy()
+  assert mask.min() == 0, 'short episodes should have produced padded windows'
+  for row in range(state.shape[0]):
+    valid = mask[row] > 0
+    episode_ids = np.unique(state[row, valid, 0])
+    assert len(episode_ids) == 1, f'window mixes episodes {episode_ids}'
+    # Valid steps are consecutive steps of the episode ...
+    np.testing.assert_array_equal(np.diff(state[row, valid, 1]), 1)
+    # ... and the window ends where the episode ends if it is padded.
+    if not valid.all():
+      last = np.flatnonzero(valid)[-1]
+      assert windows.step_type[row, last] == ts.StepType.LAST
+      np.testing.assert_array_equal(state[row, ~valid], 0)
+  # Episodes of 5, 3 and 8 steps (6, 4, 9 time steps): the first two are
+  # shorter than the window and gave one padded window each.
+  padded_episodes = state[mask.min(axis=1) == 0, 0, 0]
+  np.testing.assert_array_equal(np.sort(padded_episodes), [0.0, 2.0])
+  server.stop()
+
+
+def test_next_observation_follows_the_action():
+  env = CountingEnv(episode_lengths=(15, 11))
+  tf_env, policy, data_spec = _data_spec(env)
+  server = _server(data_spec)
+  _collection(tf_env, policy, server).warmup(4)
+  windows = _all_windows(server, data_spec)
+  state = windows.observation['state']
+  action = windows.action[..., 0]
+  mask = world_model.valid_mask(tf.constant(windows.step_type)).numpy()
+  checked = 0
+  for row in range(state.shape[0]):
+    for t in range(WINDOW - 1):
+      if mask[row, t + 1] and windows.step_type[row, t] != ts.StepType.LAST:
+        # obs[t+1] records the action that led to it.
+        assert state[row, t + 1, 2] == pytest.approx(action[row, t], abs=1e-6)
+        assert state[row, t + 1, 1] == state[row, t, 1] + 1
+        assert windows.reward[row, t] == state[row, t + 1, 1]
+        checked += 1
+  assert checked > 50
+  server.stop()
+
+
+def test_warmup_writes_exactly_n_episodes_and_eval_writes_none():
+  env = CountingEnv(episode_lengths=(10, 14))
+  tf_env, policy, data_spec = _data_spec(env)
+  eval_env = tf_py_environment.TFPyEnvironment(
+      CountingEnv(episode_lengths=(10,), first_episode_id=1000))
+  server = _server(data_spec)
+  collection = _collection(tf_env, policy, server, eval_env=eval_env)
+  collection.warmup(3)
+  assert int(collection.train_metrics['episodes'].result()) == 3
+  size_after_warmup = server.table_size()
+  # Episodes of 10, 14, 10 steps -> 11, 15, 11 time steps -> 3 + 7 + 3 windows.
+  assert size_after_warmup == 13
+  windows = _all_windows(server, data_spec)
+  assert set(np.unique(windows.observation['state'][:, :, 0])) <= {0.0, 1.0, 2.0}
+  assert len(np.unique(windows.observation['state'][:, 0, 0])) == 3
+
+  collection.evaluate(2)
+  assert int(collection.eval_metrics['episodes'].result()) == 2
+  assert server.table_size() == size_after_warmup
+  assert int(collection.train_metrics['episodes'].result()) == 3
+  server.stop()
+
+
+def test_unfinished_episode_never_reaches_the_table():
+  env = CountingEnv(episode_lengths=(30,))
+  tf_env, policy, data_spec = _data_spec(env)
+  server = _server(data_spec)
+  writer = observers.ReverbEpisodeObserver(server.client, WINDOW)
+  time_step = env.reset()
+  for _ in range(20):  # 20 of 30 steps, then the "collector dies"
+    action = np.array([0.5], np.float32)
+    next_time_step = env.step(action)
+    writer(trajectory.from_transition(time_step, policy_step.PolicyStep(action),
+                                      next_time_step))
+    time_step = next_time_step
+  assert writer.pending_steps == 20
+  writer.close()
+  assert server.table_size() == 0
+  server.stop()
+
+
+def test_replay_checkpoint_round_trip_keeps_items_and_samples_at_once(tmp_path):
+  env = CountingEnv(episode_lengths=(12, 9))
+  tf_env, policy, data_spec = _data_spec(env)
+  server = _server(data_spec, root_dir=str(tmp_path))
+  _collection(tf_env, policy, server).warmup(4)
+  size = server.table_size()
+  before = _all_windows(server, data_spec)
+  path = server.checkpoint()
+  assert path.startswith(str(tmp_path / 'replay'))
+  server.stop()
+
+  restored = _server(data_spec, root_dir=str(tmp_path))
+  assert restored.table_size() == size
+  start = time.time()
+  sampler = replay.ReplaySampler(data_spec, restored.address, WINDOW, batch_size=4,
+                                 timeout_s=30)
+  next(sampler)
+  assert time.time() - start < 10, 'the restored rate limiter blocked sampling'
+  after = _all_windows(restored, data_spec)
+  key = lambda w: sorted(map(tuple, w.observation['state'][:, :, :2].reshape(len(w.step_type), -1)))
+  assert set(key(after)) == set(key(before))
+  restored.stop()
+
+
+def test_empty_table_raises_named_error_instead_of_hanging():
+  env = CountingEnv()
+  _, _, data_spec = _data_spec(env)
+  server = _server(data_spec)
+  sampler = replay.ReplaySampler(data_spec, server.address, WINDOW, batch_size=2,
+                                 timeout_s=1.0)
+  start = time.time()
+  with pytest.raises(replay.ReplayEmptyError) as error:
+    next(sampler)
+  assert time.time() - start < 15
+  message = str(error.value)
+  assert "'experience'" in message and server.address in message
+  assert 'holds 0 windows' in message and 'warm-up' in message
+  server.stop()
+
+
+def test_capacity_is_converted_from_env_steps_to_items():
+  assert replay.capacity_in_items(1000, 1) == 1000
+  assert replay.capacity_in_items(1000, 4) == 250
+  env = CountingEnv(episode_lengths=(40,))
+  tf_env, policy, data_spec = _data_spec(env)
+  table = replay.make_experience_table(data_spec, capacity_env_steps=20)
+  server = replay.ReplayServer([table])
+  _collection(tf_env, policy, server).warmup(1)
+  assert server.table_size() == 20  # 41 time steps -> 33 windows, FIFO keeps 20
+  server.stop()
+
+
+def test_sampler_reads_a_server_in_another_process(tmp_path):
+  """A Reverb server in a separate process, written and sampled over gRPC."""
+  script = textwrap.dedent('''
+      import sys, time
+      import tensorflow as tf
+      from tf_agents.specs import tensor_spec
+      from planet_tfa.drivers import replay
+      sys.path.insert(0, sys.argv[2])
+      from counting_env import CountingEnv
+      from tf_agents.policies import random_py_policy
+      env = CountingEnv()
+      from tf_agents.trajectories import trajectory, policy_step
+      spec = trajectory.Trajectory(
+          step_type=tensor_spec.from_spec(env.time_step_spec().step_type),
+          observation=tensor_spec.from_spec(env.observation_spec()),
+          action=tensor_spec.from_spec(env.action_spec()), policy_info=(),
+          next_step_type=tensor_spec.from_spec(env.time_step_spec().step_type),
+          reward=tensor_spec.from_spec(env.time_step_spec().reward),
+          discount=tensor_spec.from_spec(env.time_step_spec().discount))
+      table = replay.make_experience_table(spec, capacity_env_steps=1000)
+      server = replay.ReplayServer([table], port=int(sys.argv[1]))
+      print('ready', flush=True)
+      time.sleep(120)
+  ''')
+  import portpicker
+  port = portpicker.pick_unused_port()
+  here = os.path.dirname(os.path.abspath(__file__))
+  proc = subprocess.Popen([sys.executable, '-c', script, str(port), here],
+                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+  try:
+    assert proc.stdout.readline().strip() == 'ready'
+    address = f'localhost:{port}'
+    client = replay.wait_for_server(address, deadline_s=30)
+    env = CountingEnv(episode_lengths=(12,))
+    tf_env, policy, data_spec = _data_spec(env)
+    observer = observers.TFReverbObserver(
+        lambda: observers.ReverbEpisodeObserver(client, WINDOW))
+    collection = episode_drivers.Collection(tf_env, None, policy, policy, observer)
+    collection.warmup(2)
+    assert client.server_info()[replay.EXPERIENCE_TABLE].current_size == 10
+    sampler = replay.ReplaySampler(data_spec, address, WINDOW, batch_size=3, timeout_s=10)
+    batch = next(sampler)
+    assert batch.observation['state'].shape == (3, WINDOW, 3)
+  finally:
+    proc.kill()
+    proc.wait()
+
+
+def test_unreachable_server_fails_after_deadline_naming_the_address():
+  import portpicker
+  address = f'localhost:{portpicker.pick_unused_port()}'
+  start = time.time()
+  with pytest.raises(replay.ReplayUnavailableError, match=address):
+    replay.wait_for_server(address, deadline_s=3, initial_backoff_s=0.2)
+  assert time.time() - start < 20
