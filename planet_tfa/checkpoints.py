@@ -48,8 +48,12 @@ class RunCheckpoints:
   def has_checkpoints(self):
     return bool(self._candidates())
 
-  def restore(self):
-    """Restores the newest readable checkpoint; returns its path or None if none exist."""
+  def restore(self, partial=False):
+    """Restores the newest readable checkpoint; returns its path or None if none exist.
+
+    With `partial`, the checkpoint may hold more objects than this one (e.g.
+    only the agent out of a whole run); every object here must still match.
+    """
     candidates = self._candidates()
     if not candidates:
       return None
@@ -57,7 +61,10 @@ class RunCheckpoints:
     for path in candidates:
       try:
         verify_readable(path)
-        self.checkpoint.restore(path).assert_existing_objects_matched()
+        status = self.checkpoint.restore(path)
+        if partial:
+          status.expect_partial()
+        status.assert_existing_objects_matched()
       except (tf.errors.OpError, ValueError, AssertionError) as error:
         message = str(error).splitlines()[0][:200]
         logging.warning('checkpoint %s is unreadable (%s): trying the previous one',

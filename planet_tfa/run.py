@@ -22,6 +22,7 @@ from tf_agents.environments import tf_py_environment
 from tf_agents.utils import common
 
 from planet_tfa import checkpoints
+from planet_tfa import export
 from planet_tfa import summaries
 from planet_tfa.agents import latent_sac_agent
 from planet_tfa.drivers import episode_drivers
@@ -96,6 +97,7 @@ def train_eval(root_dir,
                replay_checkpoint_interval=10,
                summary_interval=1,
                image_summary_interval=10,
+               policy_export_interval=50,
                sample_timeout_s=60.0,
                seed=0):
   """Trains a LatentSacAgent; returns a dict summarising the run.
@@ -112,6 +114,8 @@ def train_eval(root_dir,
     eval_interval, eval_episodes: greedy evaluation cadence and size.
     checkpoint_interval, replay_checkpoint_interval: in iterations.
     summary_interval, image_summary_interval: in iterations.
+    policy_export_interval: SavedModels to ROOT/policies every this many
+      iterations (and always at the end).
     sample_timeout_s: sampling raises ReplayEmptyError after this long.
     seed: seeds TF, NumPy and the environments (eval env gets seed + 1).
   """
@@ -125,6 +129,7 @@ def train_eval(root_dir,
   train_step = tf.Variable(0, dtype=tf.int64, name='train_step')
   agent = latent_sac_agent.LatentSacAgent(
       train_env.time_step_spec(), train_env.action_spec(), train_step_counter=train_step)
+  export.save_specs(root_dir, train_env.time_step_spec(), train_env.action_spec())
 
   table = replay.make_experience_table(agent.collect_data_spec)
   replay_server = replay.ReplayServer([table], root_dir=root_dir)
@@ -148,6 +153,7 @@ def train_eval(root_dir,
   with open(os.path.join(root_dir, OPERATIVE_CONFIG), 'w') as f:
     f.write(operative_config)
 
+  policies_dir = os.path.join(root_dir, export.POLICIES_DIR)
   train_writer = tf.summary.create_file_writer(os.path.join(root_dir, TRAIN_DIR))
   eval_writer = tf.summary.create_file_writer(os.path.join(root_dir, EVAL_DIR))
   train_fn = common.function(agent.train)
@@ -223,6 +229,8 @@ def train_eval(root_dir,
         run_checkpoints.save(train_step.numpy())
       if replay_checkpoint_interval and it % replay_checkpoint_interval == 0:
         replay_server.checkpoint()
+      if policy_export_interval and it % policy_export_interval == 0:
+        export.export_policies(agent, policies_dir, train_step, operative_config)
 
       fields = {
           'train step': int(train_step.numpy()),
@@ -241,6 +249,7 @@ def train_eval(root_dir,
     # A non-finite loss raised before any variable changed, so this is safe.
     run_checkpoints.save(train_step.numpy())
     replay_server.checkpoint()
+    export.export_policies(agent, policies_dir, train_step, operative_config)
     train_writer.flush()
     eval_writer.flush()
 
@@ -276,5 +285,6 @@ def _print_summary(result):
     print(f'  {key:18s} {result[key]}')
   print(f'  checkpoints        {os.path.join(root, CHECKPOINT_DIR)}')
   print(f'  replay             {os.path.join(root, replay.REPLAY_DIR)}')
+  print(f'  policies           {os.path.join(root, export.POLICIES_DIR)}')
   print(f'  tensorboard        tensorboard --logdir {root}')
   print(f'  config             {os.path.join(root, OPERATIVE_CONFIG)}', flush=True)

@@ -10,6 +10,7 @@ The greedy policy uses the posterior mean and the actor's mode, so it is a
 deterministic function of its inputs (and exports as such).
 """
 import tensorflow as tf
+import tensorflow_probability as tfp
 from tf_agents.policies import tf_policy
 from tf_agents.trajectories import policy_step
 
@@ -52,10 +53,23 @@ class LatentActorPolicy(tf_policy.TFPolicy):
                               network_state=policy_state, sample=not self._greedy)
 
   def _distribution(self, time_step, policy_state):
+    """The action distribution as plain TFP types (so a SavedModel loads without
+    TF-Agents). Its state keeps the previous action: only action() knows the
+    action taken, so use action() to step the policy."""
     features, state = self._filter(time_step, policy_state)
-    action_distribution, _ = self._actor_network(
+    squashed, _ = self._actor_network(
         features, step_type=time_step.step_type, network_state=())
-    return policy_step.PolicyStep(action_distribution, state, ())
+    if self._greedy:
+      distribution = tfp.distributions.Deterministic(loc=squashed.mode())
+    else:
+      normal = squashed.input_distribution
+      distribution = tfp.distributions.TransformedDistribution(
+          tfp.distributions.MultivariateNormalDiag(normal.mean(), normal.stddev()),
+          tfp.bijectors.Chain([
+              tfp.bijectors.Shift(squashed.action_means),
+              tfp.bijectors.Scale(squashed.action_magnitudes),
+              tfp.bijectors.Tanh()]))
+    return policy_step.PolicyStep(distribution, state, ())
 
   def _action(self, time_step, policy_state, seed=None):
     features, state = self._filter(time_step, policy_state)

@@ -633,6 +633,7 @@ class CarlaEnv(py_environment.PyEnvironment):
 
     self._carla = None
     self._client = self._world = self._map = self._traffic_manager = None
+    self._episode_id = None
     self._original_settings = None
     self._road_quads_by_map = {}
     self._needs_reconnect = False
@@ -670,14 +671,15 @@ class CarlaEnv(py_environment.PyEnvironment):
     world = self._client.get_world()
     if self._original_settings is None:
       self._original_settings = world.get_settings()
-    self._world = world
-    if self._town and not world.get_map().name.split('/')[-1] == self._town:
+    self._world, self._map = world, world.get_map()
+    if self._town and self._map.name.split('/')[-1] != self._town:
       self._client.set_timeout(self._load_world_timeout_s)
       try:
         self._world = self._client.load_world(self._town)
       finally:
         self._client.set_timeout(self._timeout_s)
-    self._map = self._world.get_map()
+      self._map = self._world.get_map()
+    self._episode_id = self._world.id
     settings = self._world.get_settings()
     settings.synchronous_mode = True
     settings.fixed_delta_seconds = self._dt
@@ -695,14 +697,39 @@ class CarlaEnv(py_environment.PyEnvironment):
     self._world.tick(self._timeout_s)
 
   def _reconnect_with_backoff(self):
-    """After a fault: drop the dead client and reconnect, giving up with CarlaConnectionError."""
+    """After a fault: reconnect with backoff, giving up with CarlaConnectionError.
+
+    The old actors are forgotten without RPCs (each would wait a full timeout
+    on a dead server) and destroyed by id once connected, unless the server
+    restarted (new episode id), which took them with it.
+    """
     logging.warning('reconnecting to CARLA at %s:%s', self._host, self._port)
-    self._destroy_actors()  # Best effort: a restarted server has none left.
+    stale_ids = self._actor_ids()
+    old_episode = self._episode_id
+    for sensor in self._sensors:
+      try:
+        sensor.stop()
+      except RuntimeError:
+        pass
+    self._clear_episode_state()
     self._client = self._world = self._map = self._traffic_manager = None
     retry_with_backoff(self._connect_and_configure,
                        what='CARLA server at %s:%s' % (self._host, self._port),
                        **self._reconnect)
     self._needs_reconnect = False
+    if stale_ids and self._episode_id == old_episode:
+      try:
+        self._client.apply_batch_sync(
+            [self._carla.command.DestroyActor(i) for i in stale_ids], False)
+      except RuntimeError as error:
+        logging.warning('could not destroy the old actors: %s', error)
+
+  def _server_alive(self):
+    try:
+      self._client.get_server_version()
+      return True
+    except RuntimeError:
+      return False
 
   def _restore_world(self):
     """Puts the world back in its original (usually asynchronous) mode."""
@@ -718,7 +745,15 @@ class CarlaEnv(py_environment.PyEnvironment):
         logging.warning('could not restore the CARLA world settings: %s', error)
 
   def close(self):
-    """Destroys sensors and actors, then restores the world settings (even if that fails)."""
+    """Destroys sensors and actors, then restores the world settings (even if that fails).
+
+    After a fault, a server that no longer answers is not cleaned up: every
+    call would wait a full timeout for nothing.
+    """
+    if self._client is None or (self._needs_reconnect and not self._server_alive()):
+      self._clear_episode_state()
+      self._client = self._world = self._map = self._traffic_manager = None
+      return
     try:
       self._destroy_actors()
     finally:
@@ -744,6 +779,10 @@ class CarlaEnv(py_environment.PyEnvironment):
     self._slow_steps = 0
     self._previous_steer = 0.0
     self._last_observation = None
+
+  def _actor_ids(self):
+    actors = self._sensors + self._traffic + ([self._ego] if self._ego is not None else [])
+    return [actor.id for actor in actors]
 
   def _destroy_actors(self):
     """Stops and destroys sensors first (their callbacks must not outlive them), then vehicles."""
@@ -893,7 +932,8 @@ class CarlaEnv(py_environment.PyEnvironment):
     self._ego, ego_index = self._spawn_ego(spawn_points)
     self._spawn_sensors()
     self._spawn_traffic(spawn_points, ego_index)
-    start = self._map.get_waypoint(self._ego.get_location())
+    # A new actor reports the origin until a tick; the spawn point is exact.
+    start = self._map.get_waypoint(spawn_points[ego_index].location)
     self._route_waypoints = [start]
     self._extend_route()
     frame = self._world.tick(self._timeout_s)

@@ -76,7 +76,7 @@ def check_observation(observation, spec, outer_rank=None):
       given = sorted(observation) if isinstance(observation, dict) else type(observation).__name__
       raise ObservationSpecError(
           f"observation key '{key}' is missing: expected {key_spec}, "
-          f'got keys. Check the encoder/decoder keys in the gin config.')
+          f'got keys {given}. Check the encoder/decoder keys in the gin config.')
     value = observation[key]
     dtype = tf.as_dtype(value.dtype)
     if dtype != key_spec.dtype:

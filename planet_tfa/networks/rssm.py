@@ -85,6 +85,7 @@ class RSSM(tf.keras.layers.Layer):
       return
     state = self.zero_state(1)
     self.posterior_step(state, tf.zeros([1, action_size]), tf.zeros([1, embed_size]))
+    self.built = True
 
   def observe(self, embed, prev_action, is_first, initial_state=None, sample=True):
     """Filters a sequence.

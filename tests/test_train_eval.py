@@ -1,0 +1,169 @@
+"""End to end: train_eval.py as users run it, on the real dm_control cartpole."""
+import glob
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from tf_agents.trajectories import time_step as ts
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TINY = ['--gin_file=dmc_cartpole_swingup.gin', '--gin_file=tiny.gin']
+
+
+def run_train_eval(root_dir, *args, timeout=300):
+  env = dict(os.environ, PYTHONUNBUFFERED='1')
+  return subprocess.run(
+      [sys.executable, os.path.join(REPO, 'train_eval.py'), f'--root_dir={root_dir}',
+       *args], capture_output=True, text=True, timeout=timeout, env=env, cwd=REPO)
+
+
+@pytest.fixture(scope='module')
+def tiny_run(tmp_path_factory):
+  root = tmp_path_factory.mktemp('run')
+  result = run_train_eval(root, *TINY, '--gin_param=train_eval.num_iterations=3')
+  assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+  return root, result.stdout
+
+
+def event_tags(directory):
+  tags = set()
+  for path in glob.glob(os.path.join(directory, 'events.out.tfevents.*')):
+    for event in tf.compat.v1.train.summary_iterator(path):
+      for value in event.summary.value:
+        tags.add(value.tag)
+  return tags
+
+
+def test_run_writes_config_checkpoints_summaries_and_policies(tiny_run):
+  root, stdout = tiny_run
+  config = (root / 'operative_config.gin').read_text()
+  assert 'train_eval.num_iterations = 3' in config
+  assert 'RSSM.deter_size = 16' in config
+  assert glob.glob(str(root / 'train' / 'checkpoints' / 'ckpt-*.index'))
+  assert glob.glob(str(root / 'replay' / '*'))
+  train_tags = event_tags(str(root / 'train'))
+  for tag in ('losses/model_loss', 'losses/pixels_log_prob', 'losses/kl', 'losses/critic_loss',
+              'losses/actor_loss', 'losses/alpha', 'metrics/return', 'metrics/env_steps',
+              'rates/env_steps_per_sec', 'rates/train_steps_per_sec',
+              'open_loop/truth_top_model_bottom'):
+    assert tag in train_tags, f'{tag} missing from {sorted(train_tags)}'
+  assert 'metrics/return' in event_tags(str(root / 'eval'))
+  # Progress lines with rates and ETA, then the summary.
+  assert 'iter 3/3' in stdout and 'env steps/s' in stdout and 'ETA' in stdout
+  assert '=== run summary ===' in stdout
+  for name in ('greedy_policy', 'collect_policy'):
+    assert (root / 'policies' / name / 'saved_model.pb').exists()
+
+
+def recorded_time_steps(num_steps=100, batch_size=3):
+  """Real cartpole frames with episode starts at different steps in each row."""
+  from planet_tfa.environments import suites  # pylint: disable=g-import-not-at-top
+  env = suites.load_dmc_pixels('cartpole-swingup', seed=5, time_limit=1.6)
+  rng = np.random.default_rng(0)
+  frames, step_types = [], []
+  time_step = env.reset()
+  for _ in range(num_steps + 2 * batch_size):
+    frames.append(time_step.observation['pixels'])
+    step_types.append(int(time_step.step_type))
+    time_step = env.step(rng.uniform(-1, 1, (1,)).astype(np.float32))
+  env.close()
+  frames, step_types = np.stack(frames), np.array(step_types, np.int32)
+  rows = [slice(2 * i, 2 * i + num_steps) for i in range(batch_size)]
+  pixels = np.stack([frames[r] for r in rows], 1)        # [T, B, 64, 64, 3]
+  types = np.stack([step_types[r] for r in rows], 1)     # [T, B]
+  types[0] = ts.StepType.FIRST  # every row starts an episode at step 0
+  return pixels, types
+
+
+STANDALONE_SCRIPT = textwrap.dedent('''
+    import sys
+    import numpy as np
+    import tensorflow as tf
+    import tensorflow_probability  # registers the distribution types
+    policy_dir, data_path, out_path = sys.argv[1:]
+    data = np.load(data_path)
+    policy = tf.saved_model.load(policy_dir)
+    action_fn = policy.signatures['action']
+    names = {spec.name: key for key, spec in action_fn.structured_input_signature[1].items()}
+    results = {}
+    for batch_size in (1, 3):
+      state = policy.signatures['get_initial_state'](batch_size=tf.constant(batch_size))
+      actions = []
+      for t in range(data['pixels'].shape[0]):
+        inputs = {'0/step_type': data['step_type'][t, :batch_size],
+                  '0/reward': np.zeros(batch_size, np.float32),
+                  '0/discount': np.ones(batch_size, np.float32),
+                  '0/observation/pixels': data['pixels'][t, :batch_size]}
+        inputs.update({'1/' + k: v for k, v in state.items()})
+        out = action_fn(**{names[k]: tf.constant(v) for k, v in inputs.items()})
+        state = {k[len('state/'):]: v for k, v in out.items() if k.startswith('state/')}
+        actions.append(out['action'].numpy())
+      results[f'batch{batch_size}'] = np.stack(actions)
+    results['train_step'] = policy.get_train_step().numpy()
+    np.savez(out_path, **results)
+    assert 'planet_tfa' not in sys.modules and 'tf_agents' not in sys.modules
+''')
+
+
+def test_exported_greedy_policy_runs_without_planet_tfa_and_matches(tiny_run, tmp_path):
+  from planet_tfa import export  # pylint: disable=g-import-not-at-top
+  root, _ = tiny_run
+  pixels, step_types = recorded_time_steps()
+  data_path, out_path = tmp_path / 'data.npz', tmp_path / 'out.npz'
+  np.savez(data_path, pixels=pixels, step_type=step_types)
+  result = subprocess.run(
+      [sys.executable, '-c', STANDALONE_SCRIPT, str(root / 'policies' / 'greedy_policy'),
+       str(data_path), str(out_path)], capture_output=True, text=True, timeout=300)
+  assert result.returncode == 0, result.stderr[-3000:]
+  exported = np.load(out_path)
+
+  agent, _ = export.load_agent_from_root(str(root))
+  policy = agent.export_policy(greedy=True)
+  assert int(exported['train_step']) == int(agent.train_step_counter.numpy()) > 0
+  for batch_size in (1, 3):
+    state = policy.get_initial_state(batch_size)
+    actions = []
+    for t in range(pixels.shape[0]):
+      time_step = ts.TimeStep(
+          step_type=tf.constant(step_types[t, :batch_size]), reward=tf.zeros(batch_size),
+          discount=tf.ones(batch_size),
+          observation={'pixels': tf.constant(pixels[t, :batch_size])})
+      out = policy.action(time_step, state)
+      state = out.state
+      actions.append(out.action.numpy())
+    np.testing.assert_allclose(exported[f'batch{batch_size}'], np.stack(actions), atol=1e-5)
+  # The rows restart at different steps, so their actions differ.
+  assert not np.allclose(exported['batch3'][:, 0], exported['batch3'][:, 1])
+
+
+def test_export_command_writes_policies_from_a_checkpoint(tiny_run, tmp_path):
+  root, _ = tiny_run
+  out = tmp_path / 'exported'
+  result = subprocess.run(
+      [sys.executable, '-m', 'planet_tfa.export', f'--root_dir={root}', f'--output_dir={out}'],
+      capture_output=True, text=True, timeout=300, cwd=REPO)
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert 'greedy_policy' in result.stdout
+  for name in ('greedy_policy', 'collect_policy'):
+    loaded = tf.saved_model.load(str(out / name))
+    state = loaded.get_initial_state(2)
+    assert state['deter'].shape == (2, 16)
+    np.testing.assert_array_equal(state['deter'].numpy(), 0)
+
+
+def test_misspelled_gin_binding_fails_at_start_naming_it(tmp_path):
+  result = run_train_eval(tmp_path / 'bad', *TINY,
+                          '--gin_param=train_eval.num_iteratons=3', timeout=120)
+  assert result.returncode != 0
+  assert 'num_iteratons' in result.stderr
+  assert not (tmp_path / 'bad' / 'train').exists(), 'nothing should be written'
+
+
+def test_unknown_gin_file_is_named(tmp_path):
+  result = run_train_eval(tmp_path / 'bad', '--gin_file=no_such_task.gin', timeout=120)
+  assert result.returncode != 0
+  assert 'no_such_task.gin' in result.stderr and 'dmc_cartpole_swingup.gin' in result.stderr
