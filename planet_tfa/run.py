@@ -34,6 +34,7 @@ TRAIN_DIR = 'train'
 EVAL_DIR = 'eval'
 CHECKPOINT_DIR = os.path.join(TRAIN_DIR, 'checkpoints')
 OPERATIVE_CONFIG = 'operative_config.gin'
+EVAL_RECORDS = 'eval_returns.csv'
 
 
 class _StopRequested:
@@ -99,6 +100,7 @@ def train_eval(root_dir,
                image_summary_interval=10,
                policy_export_interval=50,
                sample_timeout_s=60.0,
+               time_budget_s=None,
                seed=0):
   """Trains a LatentSacAgent; returns a dict summarising the run.
 
@@ -117,6 +119,8 @@ def train_eval(root_dir,
     policy_export_interval: SavedModels to ROOT/policies every this many
       iterations (and always at the end).
     sample_timeout_s: sampling raises ReplayEmptyError after this long.
+    time_budget_s: stop (checkpointed, evaluated) once this much wall time has
+      passed in this process; None: no limit. For equal-budget comparisons.
     seed: seeds TF, NumPy and the environments (eval env gets seed + 1).
   """
   root_dir = os.path.abspath(os.path.expanduser(root_dir))
@@ -183,7 +187,10 @@ def train_eval(root_dir,
   last_eval_return = None
   loss_info = None
   try:
-    while int(iteration.numpy()) < num_iterations and stop.signal is None:
+    out_of_time = lambda: (time_budget_s is not None
+                           and time.time() - progress.started_at > time_budget_s)
+    while (int(iteration.numpy()) < num_iterations and stop.signal is None
+           and not out_of_time()):
       collection.collect(collect_episodes_per_iteration)
       for _ in range(train_steps_per_iteration):
         experience = next(sampler)
@@ -216,8 +223,13 @@ def train_eval(root_dir,
                              summaries.open_loop_strip(truth, prediction), step=step)
 
       if eval_env is not None and eval_interval and (
-          it % eval_interval == 0 or it == num_iterations):
+          it % eval_interval == 0 or it == num_iterations or out_of_time()):
         last_eval_return = collection.evaluate(eval_episodes)
+        _append_eval_record(root_dir, {
+            'iteration': it, 'train_step': int(train_step.numpy()),
+            'env_steps': counters()['env_steps'],
+            'wall_time_s': round(time.time() - progress.started_at, 1),
+            'eval_return': last_eval_return})
         best_eval_return.assign(max(float(best_eval_return.numpy()), last_eval_return))
         with eval_writer.as_default():
           summaries.write_scalars({
@@ -275,6 +287,16 @@ def train_eval(root_dir,
   with open(os.path.join(root_dir, 'run_summary.json'), 'w') as f:
     json.dump(result, f, indent=2)
   return result
+
+
+def _append_eval_record(root_dir, record):
+  """ROOT/eval_returns.csv: one line per evaluation, for plotting learning curves."""
+  path = os.path.join(root_dir, EVAL_RECORDS)
+  new = not os.path.exists(path)
+  with open(path, 'a') as f:
+    if new:
+      f.write(','.join(record) + '\n')
+    f.write(','.join(str(v) for v in record.values()) + '\n')
 
 
 def _print_summary(result):

@@ -62,3 +62,19 @@ def test_paper_action_repeats_are_the_default():
     assert steps == 1000 // 8  # 1000 physics steps at action repeat 8
   finally:
     env.close()
+
+
+def test_the_step_after_last_starts_a_new_episode_with_first():
+  env = suites.load_dmc_pixels('cartpole-swingup', seed=0, time_limit=0.4)
+  try:
+    time_step = env.reset()
+    assert time_step.is_first()
+    step_types = []
+    for _ in range(12):
+      time_step = env.step(np.zeros(1, np.float32))
+      step_types.append(int(time_step.step_type))
+    # 0.4 s at action repeat 8 = 5 agent steps: MID x4, LAST, then FIRST again.
+    assert step_types[:6] == [1, 1, 1, 1, 2, 0]
+    assert step_types[6:11] == [1, 1, 1, 1, 2]
+  finally:
+    env.close()

@@ -140,9 +140,9 @@ def test_rssm_network_specs_and_output(rng):
   obs = _observation(rng, [3], keys=ENCODER_KEYS)
   out, state = net(obs, step_type=tf.fill([3], ts.StepType.FIRST))
   assert out.shape == (3, DETER + STOCH)
-  tf.nest.map_structure(
-      lambda s, t: (s.shape, s.dtype) == (t.shape[1:], t.dtype) or pytest.fail(str(s)),
-      spec, state)
+  assert sorted(state) == sorted(spec)
+  for key, key_spec in spec.items():
+    assert (state[key].shape[1:], state[key].dtype) == (key_spec.shape, key_spec.dtype), key
   # The features are deter || stoch of the new state.
   np.testing.assert_allclose(out.numpy(), tf.concat([state['deter'], state['stoch']], -1))
 

@@ -43,6 +43,10 @@ class DmEnvActionRepeat(dm_env.Environment):
     total_reward = 0.0
     for _ in range(self._repeat):
       time_step = self._env.step(action)
+      if time_step.first():
+        # The step after LAST resets the episode: return that FIRST step
+        # instead of stepping on into the new episode.
+        return time_step
       total_reward += time_step.reward or 0.0
       if time_step.last():
         break
