@@ -3,6 +3,7 @@
 Every configurable module is imported before parsing, so a misspelled
 configurable or parameter fails at start instead of being ignored.
 """
+import logging
 import os
 
 import gin
@@ -47,9 +48,25 @@ def parse(gin_files, gin_params=()):
   import_configurables()
   files = [resolve_gin_file(f) for f in gin_files]
   gin.add_config_file_search_path(GIN_DIR)
+  # gin logs an error for every include it first looks for in the cwd before
+  # finding it on the search path; that is noise, not a problem.
+  quiet = _DropMessages('Path not found')
+  logging.getLogger().addFilter(quiet)
   try:
     gin.parse_config_files_and_bindings(files, list(gin_params), finalize_config=False)
   except (ValueError, KeyError, TypeError, SyntaxError, IOError) as error:
     raise ConfigError(
         f'bad gin configuration: {error}\n(files: {files}, bindings: {list(gin_params)}). '
         'Check the spelling of the configurable and parameter names.') from error
+  finally:
+    logging.getLogger().removeFilter(quiet)
+
+
+class _DropMessages(logging.Filter):
+
+  def __init__(self, prefix):
+    super().__init__()
+    self._prefix = prefix
+
+  def filter(self, record):
+    return not str(record.msg).startswith(self._prefix)
