@@ -4,6 +4,9 @@
   python train_eval.py --root_dir=runs/carla --gin_file=carla_sac.gin \
       --gin_param='CarlaEnv.host="10.0.0.5"'
 
+With many collector processes on a standalone Reverb server (docs/distributed.md):
+  python train_eval.py --root_dir=ROOT --gin_file=FILE --replay_server=HOST:PORT
+
 A bare --gin_file name is looked up in ./gin/ too. Re-running with the same
 --root_dir resumes the run.
 """
@@ -23,6 +26,9 @@ flags.DEFINE_multi_string('gin_file', [], 'Gin config files (repeatable); bare '
                           'names are looked up in gin/.')
 flags.DEFINE_multi_string('gin_param', [], 'Gin bindings (repeatable), e.g. '
                           "'train_eval.num_iterations=10'.")
+flags.DEFINE_string('replay_server', None, 'HOST:PORT of a standalone server '
+                    '(python -m planet_tfa.drivers.reverb_server): learn from the data of '
+                    'remote collectors instead of collecting in this process.')
 FLAGS = flags.FLAGS
 
 
@@ -34,7 +40,17 @@ def main(argv):
     print(f'error: {error}', file=sys.stderr)
     sys.exit(2)
   from planet_tfa import run  # pylint: disable=g-import-not-at-top
-  run.train_eval(FLAGS.root_dir)
+  if not FLAGS.replay_server:
+    run.train_eval(FLAGS.root_dir)
+    return
+  from planet_tfa.drivers import replay  # pylint: disable=g-import-not-at-top
+  from planet_tfa.drivers import variables  # pylint: disable=g-import-not-at-top
+  try:
+    run.train_eval(FLAGS.root_dir, replay_server=FLAGS.replay_server)
+  except (replay.ReplayUnavailableError, replay.ReplayEmptyError,
+          variables.ServerMismatchError) as error:
+    print(f'error: {error}', file=sys.stderr)
+    sys.exit(1)
 
 
 if __name__ == '__main__':

@@ -65,8 +65,10 @@ class RunCheckpoints:
         if partial:
           status.expect_partial()
         status.assert_existing_objects_matched()
-      except (tf.errors.OpError, ValueError, AssertionError) as error:
-        message = str(error).splitlines()[0][:200]
+      except Exception as error:  # pylint: disable=broad-except
+        # Damage shows up as OpError, ValueError, IndexError ("read less
+        # bytes than requested") or others: any failure means unusable.
+        message = (str(error).splitlines() or [type(error).__name__])[0][:200]
         logging.warning('checkpoint %s is unreadable (%s): trying the previous one',
                         path, message)
         print(f'WARNING: checkpoint {path} is unreadable ({message}); '
@@ -84,3 +86,101 @@ class RunCheckpoints:
 
   def save(self, step):
     return self.manager.save(checkpoint_number=int(step))
+
+
+# ---- world model: its own checkpoints and selective restore -----------------
+
+WORLD_MODEL_DIR = 'world_model'
+_WORLD_MODEL_PREFIX = 'agent/_world_model/'
+
+
+class WorldModelMismatchError(ValueError):
+  """A checkpoint's world-model variable has another shape than the model's."""
+
+
+def world_model_checkpoint(world_model):
+  """A checkpoint object whose keys match the world model inside a run checkpoint.
+
+  The run checkpoint stores the model at `agent/_world_model/...`; using the
+  same path here means one restore accepts both a run checkpoint and a
+  world-model-only checkpoint.
+  """
+  return tf.train.Checkpoint(agent=tf.train.Checkpoint(_world_model=world_model))
+
+
+def resolve_checkpoint(path):
+  """A checkpoint prefix from a run root, a checkpoint directory or a prefix."""
+  path = os.path.abspath(os.path.expanduser(path))
+  for directory in (os.path.join(path, WORLD_MODEL_DIR),
+                    os.path.join(path, 'train', 'checkpoints'), path):
+    if os.path.isdir(directory):
+      latest = tf.train.latest_checkpoint(directory)
+      if latest:
+        return latest
+  if os.path.exists(path + '.index'):
+    return path
+  raise CheckpointError(
+      f'no checkpoint at {path}: give a run root (with world_model/ or '
+      'train/checkpoints/), a checkpoint directory, or a checkpoint prefix such '
+      'as ROOT/world_model/ckpt-1000.')
+
+
+def _shapes_of(checkpoint_object):
+  """Key -> shape of every variable the object would save (via a scratch save)."""
+  import tempfile  # pylint: disable=g-import-not-at-top
+  with tempfile.TemporaryDirectory() as scratch:
+    prefix = checkpoint_object.write(os.path.join(scratch, 'probe'))
+    return tf.train.load_checkpoint(prefix).get_variable_to_shape_map()
+
+
+def _is_value(key):
+  return key.endswith('.ATTRIBUTES/VARIABLE_VALUE')
+
+
+def restore_world_model(world_model, path, log=print):
+  """Restores encoders, RSSM, decoders and reward head from `path` into `world_model`.
+
+  Leaves every other variable of the agent (actor, critics, alpha, optimizer
+  state) untouched. Reports what was restored, what the model has that the
+  checkpoint lacks, and what the checkpoint has that was not used; raises
+  WorldModelMismatchError naming the variable and both shapes on a mismatch.
+  Returns the resolved checkpoint prefix.
+  """
+  prefix = resolve_checkpoint(path)
+  verify_readable(prefix)
+  stored = {k: v for k, v in tf.train.load_checkpoint(prefix)
+            .get_variable_to_shape_map().items() if _is_value(k)}
+  expected = {k: v for k, v in _shapes_of(world_model_checkpoint(world_model)).items()
+              if _is_value(k)}
+  strip = lambda k: k[len(_WORLD_MODEL_PREFIX):].replace('/.ATTRIBUTES/VARIABLE_VALUE', '')
+  mismatched = [(k, expected[k], stored[k]) for k in sorted(expected)
+                if k in stored and list(stored[k]) != list(expected[k])]
+  if mismatched:
+    lines = [f'  {strip(k)}: model {model_shape}, checkpoint {ckpt_shape}'
+             for k, model_shape, ckpt_shape in mismatched]
+    raise WorldModelMismatchError(
+        f'world model in {prefix} does not fit this model ({len(mismatched)} '
+        'variables differ in shape):\n' + '\n'.join(lines)
+        + '\nUse the same RSSM/encoder/decoder sizes (see the source run\'s '
+        'operative_config.gin) or drop train_eval.world_model_checkpoint.')
+  restored = sorted(k for k in expected if k in stored)
+  missing = sorted(k for k in expected if k not in stored)
+  unused_model = sorted(k for k in stored if k.startswith(_WORLD_MODEL_PREFIX)
+                        and k not in expected)
+  other = [k for k in stored if not k.startswith(_WORLD_MODEL_PREFIX)]
+  if not restored:
+    raise CheckpointError(f'{prefix} holds no world-model variables '
+                          f'(its keys start with {sorted({k.split("/")[0] for k in stored})}).')
+  status = world_model_checkpoint(world_model).restore(prefix)
+  status.expect_partial()
+  log(f'World model restored from {prefix}: {len(restored)} variables.')
+  if missing:
+    log(f'  the model has {len(missing)} variables the checkpoint lacks '
+        '(left at their initial values): ' + ', '.join(strip(k) for k in missing))
+  if unused_model:
+    log(f'  the checkpoint has {len(unused_model)} world-model variables this model '
+        'does not use: ' + ', '.join(strip(k) for k in unused_model))
+  if other:
+    log(f'  not used: {len(other)} other variables (SAC actor, critics, alpha, '
+        'optimizer state, counters) stay freshly initialised.')
+  return prefix

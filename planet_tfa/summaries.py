@@ -43,9 +43,10 @@ def format_duration(seconds):
 class Progress:
   """Rates and ETA over a run of `total` iterations (resumed runs count from `start`)."""
 
-  def __init__(self, total, start=0):
+  def __init__(self, total, start=0, time_budget_s=None):
     self.total = total
     self.start = start
+    self.time_budget_s = time_budget_s
     self.started_at = time.time()
     self._last_time = self.started_at
     self._last = {}
@@ -63,8 +64,11 @@ class Progress:
     done = iteration - self.start
     if done <= 0:
       return None
-    per_iteration = (time.time() - self.started_at) / done
-    return per_iteration * (self.total - iteration)
+    elapsed = time.time() - self.started_at
+    remaining = elapsed / done * (self.total - iteration)
+    if self.time_budget_s is not None:
+      remaining = min(remaining, max(0.0, self.time_budget_s - elapsed))
+    return remaining
 
   def line(self, iteration, fields):
     parts = [f'iter {iteration}/{self.total}']

@@ -253,3 +253,28 @@ def test_unreachable_server_fails_after_deadline_naming_the_address():
   with pytest.raises(replay.ReplayUnavailableError, match=address):
     replay.wait_for_server(address, deadline_s=3, initial_backoff_s=0.2)
   assert time.time() - start < 20
+
+
+def test_samples_per_insert_rate_limiter_holds_the_learner_to_the_ratio():
+  env = CountingEnv(episode_lengths=(12,))
+  tf_env, policy, data_spec = _data_spec(env)
+  # Inserts block too once they run more than the error buffer ahead: leave
+  # room for the warm-up's 5 windows (diff 10 <= 2 + 20).
+  limiter = replay.make_rate_limiter('samples_per_insert', min_size=1, samples_per_insert=2.0,
+                                     error_buffer=20.0)
+  table = replay.make_experience_table(data_spec, capacity_env_steps=1000, rate_limiter=limiter)
+  server = replay.ReplayServer([table])
+  _collection(tf_env, policy, server).warmup(1)  # 13 time steps -> 5 windows
+  sampler = replay.ReplaySampler(data_spec, server.address, WINDOW, batch_size=1,
+                                 timeout_s=2.0, prefetch=1)
+  samples = 0
+  with pytest.raises(replay.ReplayEmptyError):
+    for _ in range(100):
+      next(sampler)
+      samples += 1
+  # 5 inserts x 2 samples each + the error buffer's 18 = 28 samples, then it
+  # blocks (a few may sit in Reverb's own prefetch, unseen here).
+  assert 10 <= samples <= 28
+  with pytest.raises(ValueError, match='samples_per_insert'):
+    replay.make_rate_limiter('samples_per_insert')
+  server.stop()

@@ -63,10 +63,12 @@ class Collection:
     eval_policy: greedy policy for evaluation episodes.
     replay_observer: callable that writes batched trajectories to the replay.
     metrics_buffer: episodes averaged in the return / length metrics.
+    random_collect: collect with the random policy too (world-model-only runs).
   """
 
   def __init__(self, train_env, eval_env, collect_policy, eval_policy,
-               replay_observer, metrics_buffer=10, use_tf_function=True):
+               replay_observer, metrics_buffer=10, use_tf_function=True,
+               random_collect=False):
     self.train_metrics = make_metrics('Train', metrics_buffer)
     self.eval_metrics = make_metrics('Eval', metrics_buffer)
     train_observers = [replay_observer] + list(self.train_metrics.values())
@@ -75,8 +77,9 @@ class Collection:
         info_spec=collect_policy.info_spec)
     self.warmup_driver = EpisodeDriver(train_env, random_policy, train_observers,
                                        use_tf_function)
-    self.collect_driver = EpisodeDriver(train_env, collect_policy, train_observers,
-                                        use_tf_function)
+    self.collect_driver = EpisodeDriver(
+        train_env, random_policy if random_collect else collect_policy, train_observers,
+        use_tf_function)
     self._eval_env = eval_env
     self._eval_policy = eval_policy
     self._use_tf_function = use_tf_function
@@ -107,5 +110,14 @@ class Collection:
 
   def checkpoint_objects(self):
     """Metric variables (counters, return buffers) for tf.train.Checkpoint."""
-    return {f'train_{k}': m for k, m in self.train_metrics.items()} | {
-        f'eval_{k}': m for k, m in self.eval_metrics.items()}
+    objects = {}
+    for prefix, metrics in (('train', self.train_metrics), ('eval', self.eval_metrics)):
+      for name, metric in metrics.items():
+        objects[f'{prefix}_{name}'] = metric
+        # The averaged episodes live in a TFDeque, which is not trackable
+        # itself: checkpoint its table and head so averages survive a resume.
+        deque = getattr(metric, '_buffer', None)
+        if isinstance(deque, tf_metrics.TFDeque):
+          objects[f'{prefix}_{name}_episodes'] = tf.train.Checkpoint(
+              table=deque._buffer, head=deque._head)  # pylint: disable=protected-access
+    return objects

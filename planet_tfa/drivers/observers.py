@@ -22,6 +22,8 @@ from planet_tfa.drivers import replay
 class ReverbEpisodeObserver:
   """Unbatched Python observer: complete episodes -> T+1-step windows."""
 
+  FLUSH_EVERY = 16
+
   def __init__(self, client, sequence_length, table_name=replay.EXPERIENCE_TABLE,
                stride_length=1, pad_short_episodes=True):
     self._writer = reverb_utils.ReverbAddTrajectoryObserver(
@@ -34,8 +36,10 @@ class ReverbEpisodeObserver:
   def __call__(self, trajectory):
     self._episode.append(trajectory)
     if trajectory.is_boundary():
-      for step in self._episode:
+      for index, step in enumerate(self._episode):
         self._writer(step)
+        if index % self.FLUSH_EVERY == self.FLUSH_EVERY - 1:
+          self._writer.flush()  # bounds the writer's unconfirmed items
       self._writer.flush()
       self.episodes_written += 1
       self.steps_written += len(self._episode)

@@ -8,6 +8,7 @@ observation of every transition is in its window at no extra storage.
 import logging
 import math
 import os
+import shutil
 import time
 
 import gin
@@ -42,6 +43,8 @@ def make_rate_limiter(kind='min_size', min_size=1, samples_per_insert=None,
 
   'samples_per_insert': keep the learner within `error_buffer` samples of
   `samples_per_insert` samples per inserted window (for many collectors).
+  It limits both sides: collectors block when they run more than the buffer
+  ahead of the learner, so in a single process the warm-up must fit in it.
   """
   if kind == 'min_size':
     return reverb.rate_limiters.MinSize(min_size)
@@ -102,14 +105,27 @@ class ReplayServer:
   def table_size(self, table=EXPERIENCE_TABLE):
     return self.client.server_info()[table].current_size
 
-  def checkpoint(self):
-    """Writes the tables to `ROOT/replay/`; returns the checkpoint path."""
+  def checkpoint(self, keep=2):
+    """Writes the tables to `ROOT/replay/`; returns the checkpoint path.
+
+    Reverb writes each checkpoint into a new directory and marks it done at
+    the end, so a crash mid-write leaves the previous one loadable. Only the
+    newest `keep` are kept: each holds the whole table.
+    """
     if not self.checkpoint_dir:
       return None
     start = time.time()
     path = self.client.checkpoint()
     logging.info('replay checkpoint written to %s in %.1fs', path, time.time() - start)
+    self._prune(keep, path)
     return path
+
+  def _prune(self, keep, newest):
+    done = sorted(d for d in os.listdir(self.checkpoint_dir)
+                  if os.path.exists(os.path.join(self.checkpoint_dir, d, 'DONE')))
+    for name in done[:-keep]:
+      if os.path.join(self.checkpoint_dir, name) != newest:
+        shutil.rmtree(os.path.join(self.checkpoint_dir, name), ignore_errors=True)
 
   def stop(self):
     self.server.stop()
