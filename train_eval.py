@@ -32,24 +32,36 @@ flags.DEFINE_string('replay_server', None, 'HOST:PORT of a standalone server '
 FLAGS = flags.FLAGS
 
 
+def _user_errors():
+  """Errors whose message already names the cause and the fix: no traceback."""
+  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf
+  from planet_tfa import checkpoints
+  from planet_tfa.drivers import replay
+  from planet_tfa.drivers import variables
+  from planet_tfa.networks import encoders
+  errors = (replay.ReplayUnavailableError, replay.ReplayEmptyError,
+            variables.ServerMismatchError, checkpoints.CheckpointError,
+            checkpoints.WorldModelMismatchError, encoders.ObservationSpecError,
+            ConnectionError, tf.errors.InvalidArgumentError)
+  try:
+    from planet_tfa.environments import carla_env
+    errors += (carla_env.CarlaEnvError,)
+  except ImportError:
+    pass
+  return errors
+
+
 def main(argv):
   del argv
-  try:
-    config.parse(FLAGS.gin_file or [config.DEFAULT_GIN_FILE], FLAGS.gin_param)
-  except config.ConfigError as error:
-    print(f'error: {error}', file=sys.stderr)
-    sys.exit(2)
+  config.parse_or_exit(FLAGS.gin_file, FLAGS.gin_param)
   from planet_tfa import run  # pylint: disable=g-import-not-at-top
-  if not FLAGS.replay_server:
-    run.train_eval(FLAGS.root_dir)
-    return
-  from planet_tfa.drivers import replay  # pylint: disable=g-import-not-at-top
-  from planet_tfa.drivers import variables  # pylint: disable=g-import-not-at-top
   try:
     run.train_eval(FLAGS.root_dir, replay_server=FLAGS.replay_server)
-  except (replay.ReplayUnavailableError, replay.ReplayEmptyError,
-          variables.ServerMismatchError) as error:
-    print(f'error: {error}', file=sys.stderr)
+  except _user_errors() as error:
+    message = str(error).splitlines()
+    print(f'error: {type(error).__name__}: ' + '\n'.join(message[:40]), file=sys.stderr)
+    print(f'(checkpoints and replay in {FLAGS.root_dir} were kept)', file=sys.stderr)
     sys.exit(1)
 
 

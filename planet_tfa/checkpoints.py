@@ -69,9 +69,9 @@ class RunCheckpoints:
         # Damage shows up as OpError, ValueError, IndexError ("read less
         # bytes than requested") or others: any failure means unusable.
         message = (str(error).splitlines() or [type(error).__name__])[0][:200]
-        logging.warning('checkpoint %s is unreadable (%s): trying the previous one',
+        logging.warning('checkpoint %s cannot be restored (%s): trying the previous one',
                         path, message)
-        print(f'WARNING: checkpoint {path} is unreadable ({message}); '
+        print(f'WARNING: checkpoint {path} cannot be restored ({message}); '
               'falling back to the previous one', flush=True)
         failures.append(f'{path}: {message}')
         continue

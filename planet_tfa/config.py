@@ -70,3 +70,13 @@ class _DropMessages(logging.Filter):
 
   def filter(self, record):
     return not str(record.msg).startswith(self._prefix)
+
+
+def parse_or_exit(gin_files, gin_params=()):
+  """For command-line entry points: parse, or print the error and exit 2."""
+  import sys  # pylint: disable=g-import-not-at-top
+  try:
+    parse(gin_files or [DEFAULT_GIN_FILE], gin_params)
+  except ConfigError as error:
+    print(f'error: {error}', file=sys.stderr)
+    sys.exit(2)

@@ -108,7 +108,7 @@ def test_truncated_newest_checkpoint_falls_back_and_config_change_is_reported(tm
     f.truncate(os.path.getsize(data) // 2)
 
   stdout = run(root, 'train_eval.num_iterations=3', 'train_eval.checkpoint_interval=1')
-  assert f'checkpoint {newest} is unreadable' in stdout
+  assert f'checkpoint {newest} cannot be restored' in stdout
   assert 'Resumed' in stdout and 'ckpt-2' in stdout and 'iteration 1' in stdout
   assert '- train_eval.num_iterations = 2' in stdout
   assert '+ train_eval.num_iterations = 3' in stdout

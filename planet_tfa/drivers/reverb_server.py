@@ -259,11 +259,7 @@ def main(argv):
   from planet_tfa import config  # pylint: disable=g-import-not-at-top
   del argv
   flag_values = flags.FLAGS
-  try:
-    config.parse(flag_values.gin_file or [config.DEFAULT_GIN_FILE], flag_values.gin_param)
-  except config.ConfigError as error:
-    print(f'error: {error}', file=sys.stderr)
-    sys.exit(2)
+  config.parse_or_exit(flag_values.gin_file, flag_values.gin_param)
   try:
     serve(flag_values.root_dir, flag_values.port, flag_values.replay_checkpoint_interval_s,
           flag_values.allow_remote)
