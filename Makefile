@@ -26,8 +26,10 @@ train: $(STAMP)
 test: $(STAMP)
 	$(PY) -m pytest tests $(PYTEST_ARGS)
 
+# Benchmark suite: one JSON line per figure, writes docs/benchmarks.md (BENCH_ARGS=--quick: smoke test).
+BENCH_ARGS ?=
 bench: $(STAMP)
-	$(PY) -m bench.world_model_bench
+	$(PY) -m bench $(BENCH_ARGS)
 
 clean-venv:
 	rm -rf $(VENV)

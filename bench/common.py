@@ -1,0 +1,232 @@
+"""Shared pieces of the benchmark suite (`python -m bench`).
+
+Every benchmark module prints one JSON line per figure through `emit`:
+  {"issue": 3, "name": "replay_storage_random", "value": 1.01, "unit": "x raw obs bytes", ...}
+Extra keys hold the details the figure depends on (sizes, repetitions, spread).
+"""
+import datetime
+import json
+import os
+import resource
+import statistics
+import tempfile
+import time
+
+import numpy as np
+
+GIN_DEFAULT = ('dmc_cartpole_swingup.gin',)
+# Quick mode: the project's tiny sizes (smoke tests of the suite itself).
+GIN_QUICK = ('dmc_cartpole_swingup.gin', 'tiny.gin')
+FRAME_SHAPE = (64, 64, 3)
+RAW_FRAME_BYTES = int(np.prod(FRAME_SHAPE))  # uint8
+
+
+def emit(issue, name, value, unit, **details):
+  line = {'issue': issue, 'name': name, 'value': value, 'unit': unit, **details}
+  print(json.dumps(line), flush=True)
+  return line
+
+
+def machine_info():
+  """CPU model, usable cores, TF version, date (UTC)."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  cpu = 'unknown'
+  try:
+    with open('/proc/cpuinfo') as f:
+      for line in f:
+        if line.startswith('model name'):
+          cpu = line.split(':', 1)[1].strip()
+          break
+  except OSError:
+    pass
+  cores = len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else os.cpu_count()
+  return {
+      'cpu': cpu, 'cores': cores, 'tf': tf.__version__,
+      'gpus': [d.name for d in tf.config.list_physical_devices('GPU')],
+      'date': datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC'),
+  }
+
+
+def peak_rss_mb():
+  """Peak resident memory of this process (ru_maxrss is in KiB on Linux)."""
+  return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def summarize(times, digits=4):
+  """Median and spread of a list of seconds."""
+  return {
+      'median_s': round(statistics.median(times), digits),
+      'min_s': round(min(times), digits),
+      'max_s': round(max(times), digits),
+      'n': len(times),
+  }
+
+
+def timed(fn, repeats, warmup=0):
+  """Per-call wall times of `fn()` after `warmup` untimed calls."""
+  for _ in range(warmup):
+    fn()
+  times = []
+  for _ in range(repeats):
+    start = time.perf_counter()
+    fn()
+    times.append(time.perf_counter() - start)
+  return times
+
+
+def dir_bytes(path):
+  """Apparent size of every file under `path` (what `du -sb` reports)."""
+  total = 0
+  for root, _, files in os.walk(path):
+    for name in files:
+      total += os.path.getsize(os.path.join(root, name))
+  return total
+
+
+def tmpdir(prefix):
+  return tempfile.mkdtemp(prefix=f'planet_bench_{prefix}_')
+
+
+def parse_gin(quick, extra_params=()):
+  """The default task's gin config (tiny sizes in quick mode)."""
+  import gin  # pylint: disable=g-import-not-at-top
+  from planet_tfa import config  # pylint: disable=g-import-not-at-top
+  gin.clear_config()
+  config.parse(list(GIN_QUICK if quick else GIN_DEFAULT), list(extra_params))
+
+
+def gin_value(name):
+  import gin  # pylint: disable=g-import-not-at-top
+  return gin.query_parameter(name)
+
+
+def env_specs_and_frames(num_frames, seed=0):
+  """Specs of the configured dm_control task and `num_frames` real frames of it.
+
+  Steps the real environment (in this thread) with uniform random actions.
+  Parse gin first: the task, action repeat and time limit come from it.
+  """
+  from tf_agents.specs import tensor_spec  # pylint: disable=g-import-not-at-top
+  from planet_tfa.environments import suites  # pylint: disable=g-import-not-at-top
+  env = suites.load_environment(seed=seed)
+  try:
+    time_step_spec = tensor_spec.from_spec(env.time_step_spec())
+    action_spec = tensor_spec.from_spec(env.action_spec())
+    rng = np.random.default_rng(seed)
+    spec = env.action_spec()
+    frames = []
+    time_step = env.reset()
+    while len(frames) < num_frames:
+      frames.append(np.array(time_step.observation['pixels'], copy=True))
+      time_step = env.step(rng.uniform(spec.minimum, spec.maximum, spec.shape)
+                           .astype(spec.dtype))
+  finally:
+    env.close()
+  return time_step_spec, action_spec, np.stack(frames) if frames else None
+
+
+def episode_trajectories(data_spec, frames, rng):
+  """One episode as the unbatched trajectories a driver hands its observers.
+
+  len(frames) trajectories: FIRST->MID, MID->MID ..., MID->LAST, then the
+  boundary LAST->FIRST (the driver's step into the next episode's reset).
+  """
+  from tf_agents.trajectories import time_step as ts  # pylint: disable=g-import-not-at-top
+  from tf_agents.trajectories import trajectory  # pylint: disable=g-import-not-at-top
+  n = len(frames)
+  if n < 3:
+    raise ValueError('an episode needs at least 3 trajectories')
+  action_spec = data_spec.action
+  out = []
+  for t in range(n):
+    if t == 0:
+      step_type, next_step_type = ts.StepType.FIRST, ts.StepType.MID
+    elif t == n - 1:
+      step_type, next_step_type = ts.StepType.LAST, ts.StepType.FIRST
+    elif t == n - 2:
+      step_type, next_step_type = ts.StepType.MID, ts.StepType.LAST
+    else:
+      step_type, next_step_type = ts.StepType.MID, ts.StepType.MID
+    boundary = t == n - 1
+    action = rng.uniform(-1.0, 1.0, action_spec.shape).astype(action_spec.dtype.as_numpy_dtype)
+    out.append(trajectory.Trajectory(
+        step_type=np.asarray(step_type, data_spec.step_type.dtype.as_numpy_dtype),
+        observation={'pixels': frames[t]},
+        action=action,
+        policy_info=(),
+        next_step_type=np.asarray(next_step_type,
+                                  data_spec.next_step_type.dtype.as_numpy_dtype),
+        reward=np.asarray(0.0 if boundary else rng.uniform(0.0, 8.0),
+                          data_spec.reward.dtype.as_numpy_dtype),
+        discount=np.asarray(1.0, data_spec.discount.dtype.as_numpy_dtype)))
+  return out
+
+
+def cycled(pool):
+  """Episode frames taken in turn from `pool` ([N, 64, 64, 3] uint8)."""
+  state = {'offset': 0}
+  def frames(episode_length):
+    index = (np.arange(episode_length) + state['offset']) % len(pool)
+    state['offset'] += episode_length
+    return pool[index]
+  return frames
+
+
+def fresh_noise(seed=0):
+  """New incompressible frames for every episode: no two steps share content
+  (a reused frame could be deduplicated by the checkpoint's ZLIB stream)."""
+  rng = np.random.default_rng(seed)
+  return lambda episode_length: rng.integers(
+      0, 256, (episode_length,) + FRAME_SHAPE, dtype=np.uint8)
+
+
+def write_episodes(observer, data_spec, frames_fn, episode_length, num_steps, seed=0):
+  """Writes whole episodes of `episode_length` trajectories through a
+  `ReverbEpisodeObserver` until at least `num_steps` steps are stored.
+
+  `frames_fn(episode_length)` gives each episode's frames (`cycled`,
+  `fresh_noise`). Returns (steps written, seconds).
+  """
+  rng = np.random.default_rng(seed)
+  start = time.perf_counter()
+  written_before = observer.steps_written
+  while observer.steps_written - written_before < num_steps:
+    for step in episode_trajectories(data_spec, frames_fn(episode_length), rng):
+      observer(step)
+  return observer.steps_written - written_before, time.perf_counter() - start
+
+
+def chunk_steps_per_step(checkpoint_path, steps):
+  """Diagnostic: steps of pixel data held in the checkpoint's chunks per step
+  written (1.0 = every step stored once). Reads Reverb's checkpoint format
+  (ZLIB TFRecords of ChunkData); None if that format is not readable."""
+  try:
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    from reverb.cc import schema_pb2  # pylint: disable=g-import-not-at-top
+    covered = 0
+    duplicated_ranges = 0
+    seen = set()
+    path = os.path.join(checkpoint_path, 'chunks.tfrecord')
+    for record in tf.data.TFRecordDataset(path, compression_type='ZLIB'):
+      chunk = schema_pb2.ChunkData()
+      chunk.ParseFromString(record.numpy())
+      ranks = [len(t.tensor_shape.dim) for t in chunk.data.tensors]
+      if 4 not in ranks:  # [steps, 64, 64, 3]: the pixel column
+        continue
+      r = chunk.sequence_range
+      covered += r.end - r.start + 1
+      key = (r.episode_id, r.start, r.end)
+      duplicated_ranges += key in seen
+      seen.add(key)
+    return {'chunk_steps_per_step': round(covered / steps, 4),
+            'duplicated_pixel_chunks': duplicated_ranges}
+  except Exception as error:  # pylint: disable=broad-except
+    return {'chunk_steps_per_step': None, 'chunk_inspect_error': repr(error)[:120]}
+
+def hard_exit(code=0):
+  """Exit without interpreter teardown: Reverb servers, EGL contexts and the
+  env thread pool can hang or abort at shutdown, after the figures are out."""
+  import sys  # pylint: disable=g-import-not-at-top
+  sys.stdout.flush()
+  sys.stderr.flush()
+  os._exit(code)  # pylint: disable=protected-access

@@ -1,0 +1,194 @@
+"""Policy and replay-persistence figures (issue 5).
+
+  python -m bench.policy_bench [--quick] [--calls 100] [--fill_steps 100000]
+
+  policy_latency_inprocess_ms   greedy `agent.policy.action` under tf.function
+                                (`common.function`, as the drivers run it), batch 1,
+                                one 64x64x3 frame per call, state carried over
+  policy_latency_savedmodel_ms  the same from `export.export_policies` ->
+                                `tf.saved_model.load(...).action`
+  replay_checkpoint_{dmc,noise}_s  `ReplayServer.checkpoint()` of the experience
+                                table filled to `--fill_steps` env steps (default:
+                                the default capacity, 100k) of 126-step episodes
+  replay_restore_{dmc,noise}_s  a new `ReplayServer` on that root loading it, until
+                                the table answers with its full size
+Default model sizes (gin/defaults.gin via dmc_cartpole_swingup.gin). The fill
+writes through `observers.ReverbEpisodeObserver` in Python (no env); its frames
+are real cartpole frames (`dmc`, cycled; Reverb compresses them as in a real
+run) and incompressible noise (`noise`, the worst case). A fill below
+the capacity is extrapolated linearly to it and says so.
+"""
+import argparse
+import shutil
+import statistics
+import time
+
+import numpy as np
+
+from bench import common
+
+CAPACITY_ENV_STEPS = 100_000
+
+
+def _batched_time_step(time_step_spec, frame, step_type):
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from tf_agents.specs import tensor_spec  # pylint: disable=g-import-not-at-top
+  from tf_agents.trajectories import time_step as ts  # pylint: disable=g-import-not-at-top
+  zeros = tensor_spec.zero_spec_nest(time_step_spec, outer_dims=(1,))
+  return ts.TimeStep(
+      step_type=tf.fill([1], tf.constant(step_type, zeros.step_type.dtype)),
+      reward=zeros.reward, discount=tf.ones_like(zeros.discount),
+      observation={'pixels': tf.constant(frame[None])})
+
+
+def latency(action_fn, initial_state, time_step_spec, frames, calls, warmup):
+  """Per-call ms of `action_fn(time_step, state)`, carrying the state along."""
+  from tf_agents.trajectories import time_step as ts  # pylint: disable=g-import-not-at-top
+  steps = [_batched_time_step(time_step_spec, frames[i % len(frames)],
+                              ts.StepType.FIRST if i == 0 else ts.StepType.MID)
+           for i in range(min(len(frames), 64))]
+  state = initial_state
+  times = []
+  for i in range(warmup + calls):
+    start = time.perf_counter()
+    out = action_fn(steps[i % len(steps)], state)
+    action = out.action if hasattr(out, 'action') else out[0]
+    np.asarray(action)  # waits for the result
+    elapsed = time.perf_counter() - start
+    state = out.state if hasattr(out, 'state') else out[1]
+    if i >= warmup:
+      times.append(elapsed * 1e3)
+  return times
+
+
+def _ms_stats(times):
+  ordered = sorted(times)
+  return {'median_ms': round(statistics.median(times), 3),
+          'p90_ms': round(ordered[int(0.9 * (len(ordered) - 1))], 3),
+          'min_ms': round(ordered[0], 3), 'n': len(times)}
+
+
+def policy_figures(args, agent, time_step_spec, frames):
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from tf_agents.utils import common as tfa_common  # pylint: disable=g-import-not-at-top
+  from planet_tfa import export  # pylint: disable=g-import-not-at-top
+  lines = []
+  policy = agent.policy
+  action_fn = tfa_common.function(policy.action)
+  start = time.perf_counter()
+  times = latency(action_fn, policy.get_initial_state(1), time_step_spec, frames, 1, 0)
+  first_s = time.perf_counter() - start
+  times = latency(action_fn, policy.get_initial_state(1), time_step_spec, frames,
+                  args.calls, args.warmup)
+  lines.append(common.emit(
+      5, 'policy_latency_inprocess_ms', round(statistics.median(times), 3), 'ms',
+      batch=1, policy='greedy', how='common.function(agent.policy.action)',
+      first_call_with_tracing_s=round(first_s, 2), **_ms_stats(times)))
+
+  out_dir = common.tmpdir('export')
+  try:
+    start = time.perf_counter()
+    paths = export.export_policies(agent, out_dir, agent.train_step_counter)
+    export_s = time.perf_counter() - start
+    start = time.perf_counter()
+    loaded = tf.saved_model.load(paths['greedy_policy'])
+    load_s = time.perf_counter() - start
+    times = latency(loaded.action, loaded.get_initial_state(1), time_step_spec, frames,
+                    args.calls, args.warmup)
+    lines.append(common.emit(
+        5, 'policy_latency_savedmodel_ms', round(statistics.median(times), 3), 'ms',
+        batch=1, policy='greedy', how='tf.saved_model.load(greedy_policy).action',
+        export_both_policies_s=round(export_s, 2), load_s=round(load_s, 2),
+        **_ms_stats(times)))
+  finally:
+    shutil.rmtree(out_dir, ignore_errors=True)
+  return lines
+
+
+def replay_persistence(args, data_spec, frames, kind):
+  from planet_tfa.drivers import observers  # pylint: disable=g-import-not-at-top
+  from planet_tfa.drivers import replay  # pylint: disable=g-import-not-at-top
+  lines = []
+  root = common.tmpdir('replay_ckpt')
+  try:
+    server = replay.ReplayServer([replay.make_experience_table(data_spec)], root_dir=root)
+    observer = observers.ReverbEpisodeObserver(server.client, args.seq)
+    frames_fn = common.cycled(frames) if kind == 'dmc' else common.fresh_noise()
+    steps, fill_s = common.write_episodes(observer, data_spec, frames_fn,
+                                          args.episode_length, args.fill_steps)
+    windows = server.table_size()
+    times, sizes = [], []
+    for _ in range(args.repeats):
+      start = time.perf_counter()
+      path = server.checkpoint(keep=1)
+      times.append(time.perf_counter() - start)
+      sizes.append(common.dir_bytes(path))
+    observer.close()
+    server.stop()
+    del server
+
+    restore_times = []
+    for _ in range(args.repeats):
+      start = time.perf_counter()
+      restored = replay.ReplayServer([replay.make_experience_table(data_spec)], root_dir=root)
+      size = restored.table_size()
+      restore_times.append(time.perf_counter() - start)
+      restored.stop()
+      if size != windows:
+        raise RuntimeError(f'restored table holds {size} windows, expected {windows}')
+  finally:
+    shutil.rmtree(root, ignore_errors=True)
+  scale = CAPACITY_ENV_STEPS / steps
+  extrapolated = steps < CAPACITY_ENV_STEPS
+  detail = dict(fill_steps=steps, capacity_env_steps=CAPACITY_ENV_STEPS, windows=windows,
+                extrapolated=extrapolated,
+                frames=(f'{len(frames)} real cartpole frames, cycled' if kind == 'dmc'
+                        else 'uniform random uint8 (incompressible)'),
+                episode_length=args.episode_length,
+                python_fill_s=round(fill_s, 1))
+  ckpt = statistics.median(times)
+  restore = statistics.median(restore_times)
+  lines.append(common.emit(
+      5, f'replay_checkpoint_{kind}_s', round(ckpt * scale, 3), 's',
+      measured_s=round(ckpt, 3), checkpoint_bytes=int(statistics.median(sizes)),
+      checkpoint_mb_at_capacity=round(statistics.median(sizes) * scale / 2**20, 1),
+      repeats=args.repeats, all_s=[round(t, 3) for t in times], **detail))
+  lines.append(common.emit(
+      5, f'replay_restore_{kind}_s', round(restore * scale, 3), 's',
+      measured_s=round(restore, 3), repeats=args.repeats,
+      all_s=[round(t, 3) for t in restore_times], **detail))
+  return lines
+
+
+def main():
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument('--quick', action='store_true', help='tiny sizes (smoke test)')
+  parser.add_argument('--calls', type=int, default=100)
+  parser.add_argument('--warmup', type=int, default=10)
+  parser.add_argument('--seq', type=int, default=9)
+  parser.add_argument('--fill_steps', type=int, default=CAPACITY_ENV_STEPS)
+  parser.add_argument('--fill_frames', default='dmc,noise',
+                      help='comma list of dmc (real frames) and noise (incompressible)')
+  parser.add_argument('--episode_length', type=int, default=126,
+                      help='trajectories per episode (cartpole: 125 steps + boundary)')
+  parser.add_argument('--repeats', type=int, default=2)
+  parser.add_argument('--skip', default='', help='comma list: policy,replay')
+  args = parser.parse_args()
+  if args.quick:
+    args.calls, args.warmup, args.fill_steps = 10, 2, min(args.fill_steps, 2000)
+  skip = set(filter(None, args.skip.split(',')))
+  from planet_tfa.agents import latent_sac_agent  # pylint: disable=g-import-not-at-top
+  common.parse_gin(args.quick)
+  # Real frames: 4 episodes' worth, cycled by the dmc fill.
+  time_step_spec, action_spec, frames = common.env_specs_and_frames(4 * args.episode_length)
+  agent = latent_sac_agent.LatentSacAgent(time_step_spec, action_spec)
+  if 'policy' not in skip:
+    policy_figures(args, agent, time_step_spec, frames)
+  if 'replay' not in skip:
+    for kind in args.fill_frames.split(','):
+      replay_persistence(args, agent.collect_data_spec, frames, kind)
+  common.hard_exit()
+
+
+if __name__ == '__main__':
+  main()

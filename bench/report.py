@@ -1,0 +1,184 @@
+"""Writes docs/benchmarks.md from the suite's JSON lines."""
+import json
+
+ISSUES = {
+    3: 'Replay: storage, sampling, warm-up (issue 3)',
+    5: 'Policy latency and replay persistence (issue 5)',
+    8: 'Training: step time, parts, FLOP floors, memory, allocator, retracing (issue 8)',
+    None: 'Failures',
+}
+# Keys left out of the table's details column (all of them are in the raw JSON).
+HIDDEN = {'issue', 'name', 'value', 'unit', 'x_floor', 'rssm', 'matmul_gflops', 'what', 'how',
+          'note', 'frames', 'task', 'log_tail', 'all_s', 'window', 'policy', 'raw_obs_bytes',
+          'sequence_length', 'stride', 'capacity_env_steps', 'episode_length', 'depth',
+          'batch', 'seq', 'median_s', 'median_ms', 'repeats', 'log', 'cpu', 'cores', 'tf',
+          'gpus', 'date'}
+
+METHODS = """\
+## How each figure is measured
+
+Every figure comes from the real components: a Reverb server with the project's
+`replay.make_experience_table` (T+1 = 9 windows, stride 1, capacity 100k), writes through
+`observers.ReverbEpisodeObserver`, reads through `replay.ReplaySampler`, the real
+`LatentSacAgent` built from `gin/dmc_cartpole_swingup.gin` (+ `gin/defaults.gin`) and the real
+dm_control cartpole swing-up from 64x64 pixels (`suites.load_dmc_pixels`, action repeat 8,
+125 agent steps + 1 boundary step per episode). Times are medians of a few repetitions after
+warm-up (the `n`, `min_s`/`max_s` in the raw lines); each benchmark module runs in its own
+process (`bench/replay_bench.py`, `bench/policy_bench.py`, `bench/train_bench.py`,
+`bench/flops.py`), so peak RSS is that process's own.
+
+- **replay_warmup_env_steps_per_s**: random policy through `episode_drivers.Collection.warmup`
+  (TF driver, `TFPyEnvironment` in its own thread, `TFReverbObserver` writing whole episodes);
+  env steps (the `EnvironmentSteps` metric) per second over single episodes after a first,
+  tracing one; median of the episodes.
+- **replay_storage_{dmc,random}**: `ReplayServer(root_dir=tmp).checkpoint()` of the table, the
+  apparent size of the checkpoint directory (`du -sb`) divided by the env steps written, as a
+  multiple of the raw 64x64x3 uint8 frame (12288 B). Reverb compresses chunks (and the
+  checkpoint's TFRecords are ZLIB-compressed), so real cartpole frames (`dmc`, the warm-up
+  episodes above) land far below 1x; uniform-noise frames (`random`) cannot be compressed and
+  show the layout's own cost: about 1x means each step is stored once and shared by the 9
+  windows that contain it (a copy per window would be 9x).
+- **replay_sample_{dmc,random}**: `next(ReplaySampler)` of [32, 9] windows with the pixels
+  materialised in host memory, after 3 warm-up batches; sequences/s = 32 x batches / time.
+- **policy_latency_inprocess_ms**: `common.function(agent.policy.action)` (greedy: RSSM filter
+  + actor mode) at batch 1, policy state carried from call to call.
+- **policy_latency_savedmodel_ms**: `export.export_policies(...)`, then
+  `tf.saved_model.load(.../greedy_policy).action` the same way.
+- **replay_checkpoint_{dmc,noise}_s / replay_restore_{dmc,noise}_s**: the table filled to the
+  default capacity (100k env steps of 126-step episodes written in Python through
+  `ReverbEpisodeObserver`; `dmc` cycles real cartpole frames, `noise` is incompressible), then
+  `ReplayServer.checkpoint()`; restore = constructing a new `ReplayServer` on that root (it
+  loads the newest checkpoint) until `table_size()` answers with the full size. If a run fills
+  less than the capacity the value is extrapolated linearly (`extrapolated: true`).
+- **matmul_fp32_gflops**: `tf.linalg.matmul` of two 2048x2048 fp32 matrices, 2*2048^3 FLOPs
+  per call.
+- **wm_update_gflop**: FLOPs of one world-model update on [32, 9] counted from the built
+  layers' kernel shapes (4 stride-2 4x4 encoder convs, the decoder's dense + 4 transposed convs,
+  the RSSM's dense layers and GRU per step, the reward MLP), forward x 3 for forward +
+  backward; element-wise work and Adam are not counted, so the floor is a lower bound.
+  The SAC update's FLOPs (`sac_update_gflop`) count 5 actor + 12 critic MLP passes per
+  transition pair (critic loss, actor loss, alpha loss) over 32 x 8 pairs.
+- **train_step_s**: one `common.function(agent.train)` call (world-model update + SAC update)
+  on a [32, 9] batch pre-sampled from Reverb; **wm_update_s**: the same with
+  `LatentSacAgent(train_sac=False)`. After each function's first call and 5 more, 10 timed
+  rounds interleave full, wm-only and SAC-only calls. **sac_update_s** = median over the rounds
+  of (full - wm); the details also give the difference of the medians and
+  `direct_sac_train_s`, the SAC update alone (`agent.sac.train` on `agent.sac_transitions` of
+  precomputed posterior features). `floor_s` = FLOPs / matmul throughput; `x_floor` =
+  measured / floor.
+- **sample_batch_s**: seconds per `next(ReplaySampler)` [32, 9] batch of real cartpole frames.
+- **train_retraces**: `experimental_get_tracing_count()` of the train function after the 5
+  calls that follow the first, minus the count after the first call.
+- **peak_rss_mb**: `resource.getrusage(RUSAGE_SELF).ru_maxrss` of the training benchmark
+  process after the full agent's first 6 train steps (before the wm-only agent is built).
+- **\*_d32_tcmalloc / tcmalloc_speedup_d32**: the same training benchmark (same procedure) in a
+  process started with `LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4`
+  (Debian `libtcmalloc-minimal4`), against the glibc-malloc run.
+"""
+
+
+def _fmt(value):
+  if isinstance(value, float):
+    if value != 0 and (abs(value) >= 1e5 or abs(value) < 1e-3):
+      return f'{value:.3g}'
+    return f'{value:g}'
+  if isinstance(value, dict):
+    return ', '.join(f'{k} {_fmt(v)}' for k, v in value.items())
+  if isinstance(value, list):
+    return '[' + ', '.join(_fmt(v) for v in value) + ']'
+  return str(value)
+
+
+def _details(line):
+  return '; '.join(f'{k}={_fmt(v)}' for k, v in line.items() if k not in HIDDEN)
+
+
+def _summary(by_name):
+  """A few sentences computed from the figures (only for those present)."""
+  out = []
+  get = lambda name: by_name.get(name, {}).get('value')
+  if get('replay_storage_random') is not None:
+    out.append(
+        f"- Replay storage: {get('replay_storage_random'):.3f}x the raw frame per env step with "
+        'incompressible frames, so each step is stored about once although 9 windows hold it '
+        '(one copy per window would be 9x); the pixel chunks hold '
+        f"{by_name['replay_storage_random'].get('chunk_steps_per_step')} steps per step written "
+        f"({by_name['replay_storage_random'].get('duplicated_pixel_chunks')} chunks repeat a step "
+        'range already stored). Real cartpole frames: '
+        f"{get('replay_storage_dmc')}x ({by_name.get('replay_storage_dmc', {}).get('bytes_per_step')}"
+        ' B/step).')
+  if get('replay_sample_dmc') is not None:
+    out.append(f"- Sampling: {get('replay_sample_dmc'):.0f} [32, 9] windows/s of real frames "
+               f"({get('replay_sample_random')} with noise frames); warm-up collects "
+               f"{get('replay_warmup_env_steps_per_s')} env steps/s.")
+  if get('policy_latency_inprocess_ms') is not None:
+    out.append(f"- Policy step at batch 1: {get('policy_latency_inprocess_ms')} ms in-process, "
+               f"{get('policy_latency_savedmodel_ms')} ms from the SavedModel.")
+  if get('replay_checkpoint_noise_s') is not None or get('replay_checkpoint_dmc_s') is not None:
+    dmc = by_name.get('replay_checkpoint_dmc_s', {})
+    noise = by_name.get('replay_checkpoint_noise_s', {})
+    out.append(
+        f"- Replay at 100k env steps: checkpoint {dmc.get('value')} s / restore "
+        f"{get('replay_restore_dmc_s')} s with real frames "
+        f"({dmc.get('checkpoint_mb_at_capacity')} MiB), {noise.get('value')} s / "
+        f"{get('replay_restore_noise_s')} s with incompressible frames "
+        f"({noise.get('checkpoint_mb_at_capacity')} MiB)"
+        + (' (extrapolated)' if dmc.get('extrapolated') or noise.get('extrapolated') else '')
+        + '.')
+  for tag in sorted({n[len('train_step_s'):] for n in by_name
+                     if n.startswith('train_step_s') and not n.endswith('_tcmalloc')}):
+    step = by_name.get(f'train_step_s{tag}', {})
+    wm = by_name.get(f'wm_update_s{tag}', {})
+    sac = by_name.get(f'sac_update_s{tag}', {})
+    if step.get('value') is None:
+      continue
+    out.append(
+        f"- Train step{tag.replace('_d', ' at depth ')}: {step['value']} s "
+        f"({step.get('x_floor')}x its FLOP floor of {step.get('floor_s')} s); world model "
+        f"{wm.get('value')} s ({wm.get('x_floor')}x floor), SAC {sac.get('value')} s "
+        f"(alone: {sac.get('direct_sac_train_s')} s, {sac.get('x_floor')}x floor); "
+        f"sampling a batch {get('sample_batch_s' + tag)} s; peak RSS "
+        f"{get('peak_rss_mb' + tag)} MiB; {get('train_retraces' + tag)} retraces in the 5 "
+        'calls after the first.')
+  for name, line in by_name.items():
+    if name.startswith('tcmalloc_speedup'):
+      out.append(f"- tcmalloc (LD_PRELOAD): {line['tcmalloc_s']} s vs {line['glibc_s']} s with "
+                 f"glibc malloc per train step: {line['value']}x (ranges "
+                 f"{line['tcmalloc_min_max_s']} vs {line['glibc_min_max_s']}).")
+  return out
+
+
+def write(path, lines, info, command, wall_s, quick=False):
+  by_name = {l['name']: l for l in lines}
+  md = ['# Benchmarks', '',
+        f'Generated by the benchmark suite (`bench/`), {info["date"]}, in {wall_s:.0f} s of '
+        'wall time' + (' (QUICK mode: tiny sizes, not representative)' if quick else '') + '.',
+        '', 'Exact command (from the repository root; `make bench` runs the same):', '',
+        f'    .venv/bin/{command}', '',
+        '## Machine', '',
+        f'- CPU: {info["cpu"]}, {info["cores"]} cores usable (`os.sched_getaffinity`), '
+        f'{info.get("ram_gib")} GiB RAM; no GPU used',
+        f'- TensorFlow {info["tensorflow"]}, dm-reverb {info["dm-reverb"]}, tf-agents '
+        f'{info["tf-agents"]}, TFP {info["tensorflow-probability"]}, dm-control '
+        f'{info["dm-control"]}, MuJoCo {info["mujoco"]}, NumPy {info["numpy"]}',
+        f'- tcmalloc: {info["tcmalloc"] or "not installed"}', '']
+  summary = _summary(by_name)
+  if summary:
+    md += ['## Summary', ''] + summary + ['']
+  for issue, title in ISSUES.items():
+    rows = [l for l in lines if l.get('issue') == issue]
+    if not rows:
+      continue
+    md += [f'## {title}', '', '| Figure | Value | Unit | x FLOP floor | Details |',
+           '|---|---:|---|---:|---|']
+    for l in rows:
+      value = '' if l.get('value') is None else _fmt(l['value'])
+      floor = '' if l.get('x_floor') is None else _fmt(l['x_floor'])
+      md.append(f"| `{l['name']}` | {value} | {l.get('unit') or ''} | {floor} | "
+                f"{_details(l).replace('|', '/')} |")
+    md.append('')
+  md += [METHODS, '## Raw JSON lines', '', '```']
+  md += [json.dumps(l) for l in lines]
+  md += ['```', '']
+  with open(path, 'w') as f:
+    f.write('\n'.join(md))
