@@ -14,7 +14,7 @@ REQUIRED = (
     (('tf-agents',), '0.19'),
     (('tensorflow-probability',), '0.23'),
 )
-FIX_COMMAND = "pip install -e '.[dmc,dev]'   (or: make venv)"
+FIX_COMMAND = "pip install -e '.[dmc,carla,dev]'   (or: make venv)"
 SKIP_ENV = 'PLANET_TFA_SKIP_VERSION_CHECK'
 
 

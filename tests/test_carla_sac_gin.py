@@ -3,6 +3,11 @@
 No CARLA server runs here; the specs come from carla_env.observation_spec(),
 the same function the environment uses.
 """
+import json
+import os
+import subprocess
+import sys
+
 import gin
 import numpy as np
 import pytest
@@ -15,6 +20,7 @@ from planet_tfa import export
 from planet_tfa.agents import latent_sac_agent
 from planet_tfa.environments import carla_env
 
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY = ['RSSM.deter_size = 16', 'RSSM.stoch_size = 4', 'RSSM.hidden_size = 16',
         'WorldModel.image_depth = 4', 'LatentSacAgent.actor_fc_layers = (16,)',
         'LatentSacAgent.critic_fc_layers = (16,)']
@@ -78,3 +84,29 @@ def test_exported_carla_policy_needs_only_camera_and_lidar(carla_agent, tmp_path
   out = loaded.action(step, state)
   assert out.action.shape == (2, 2)
   assert np.all(np.abs(out.action.numpy()) <= 1.0)
+
+
+@pytest.mark.skipif(
+    not os.environ.get('CARLA_HOST'),
+    reason='no CARLA server here: start CarlaUE4.sh (0.9.16) -carla-rpc-port=2000 and set '
+           'CARLA_HOST=<host> [CARLA_PORT=2000 CARLA_TM_PORT=8000] to run train_eval on it')
+def test_train_eval_runs_a_few_iterations_on_a_carla_server(tmp_path):
+  host = os.environ['CARLA_HOST']
+  port = int(os.environ.get('CARLA_PORT', '2000'))
+  tm_port = int(os.environ.get('CARLA_TM_PORT', '8000'))
+  params = TINY + [f'CarlaEnv.host = "{host}"', f'CarlaEnv.port = {port}',
+                   f'CarlaEnv.tm_port = {tm_port}', 'CarlaEnv.max_steps = 40',
+                   'CarlaEnv.num_vehicles = 5', 'train_eval.num_iterations = 2',
+                   'train_eval.initial_collect_episodes = 1',
+                   'train_eval.train_steps_per_iteration = 2', 'train_eval.batch_size = 4',
+                   'train_eval.eval_interval = 2', 'train_eval.checkpoint_interval = 1']
+  result = subprocess.run(
+      [sys.executable, os.path.join(REPO, 'train_eval.py'), f'--root_dir={tmp_path}',
+       '--gin_file=carla_sac.gin'] + [f'--gin_param={p}' for p in params],
+      capture_output=True, text=True, timeout=1800, cwd=REPO)
+  assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+  summary = json.loads((tmp_path / 'run_summary.json').read_text())
+  assert summary['iterations'] == 2 and summary['train_steps'] == 4
+  loaded = tf.saved_model.load(str(tmp_path / 'policies' / 'greedy_policy'))
+  names = {s.name for s in loaded.signatures['action'].structured_input_signature[1].values()}
+  assert not any('birdeye' in n for n in names)
