@@ -367,12 +367,12 @@ def test_missing_carla_package_names_the_install_command(monkeypatch):
   assert 'carla' not in vars(carla_env)  # The module itself never imports it.
 
 
-@pytest.mark.timeout(30)
 NEEDS_CLIENT = pytest.mark.skipif(
     importlib.util.find_spec('carla') is None,
     reason="the carla 0.9.16 client is not installed (pip install -e '.[carla]'; make test does)")
 
 
+@pytest.mark.timeout(30)
 @NEEDS_CLIENT
 def test_no_server_raises_connection_error_quickly():
   port = portpicker.pick_unused_port()
