@@ -99,6 +99,7 @@ def train_eval(root_dir,
                image_summary_interval=10,
                policy_export_interval=50,
                sample_timeout_s=60.0,
+               sac_batch_size=None,
                time_budget_s=None,
                world_model_checkpoint=None,
                freeze_world_model=False,
@@ -127,6 +128,9 @@ def train_eval(root_dir,
     policy_export_interval: SavedModels to ROOT/policies every this many
       iterations (and always at the end).
     sample_timeout_s: sampling raises ReplayEmptyError after this long.
+    sac_batch_size: None (default): SAC learns from the features of the world
+      model's own batch. A number: SAC gets its own batch of that many windows,
+      encoded without gradients (SLAC's layout, a second encoder pass).
     time_budget_s: stop (checkpointed, evaluated) once this much wall time has
       passed in this process; None: no limit. For equal-budget comparisons.
     world_model_checkpoint: a run root or checkpoint whose world model
@@ -245,6 +249,9 @@ def train_eval(root_dir,
     sampler = replay.ReplaySampler(
         agent.collect_data_spec, replay_server.address, sequence_length,
         batch_size=batch_size, timeout_s=sample_timeout_s)
+    sac_sampler = (replay.ReplaySampler(
+        agent.collect_data_spec, replay_server.address, sequence_length,
+        batch_size=sac_batch_size, timeout_s=sample_timeout_s) if sac_batch_size else None)
 
     stop = _StopRequested()
     stop.install()
@@ -264,7 +271,10 @@ def train_eval(root_dir,
         collection.collect(collect_episodes_per_iteration)
         for _ in range(train_steps_per_iteration):
           experience = next(sampler)
-          loss_info = train_fn(experience)
+          if sac_sampler is None:
+            loss_info = train_fn(experience)
+          else:
+            loss_info = train_fn(experience, sac_experience=next(sac_sampler))
           if stop.signal is not None:
             break
         iteration.assign_add(1)

@@ -18,7 +18,7 @@ ACTION_SPEC = tensor_spec.BoundedTensorSpec([2], tf.float32, -1.0, 1.0, 'action'
 
 
 def make_agent(seed=0, **kwargs):
-  tf.random.set_seed(seed)
+  tf.keras.utils.set_random_seed(seed)  # TF ops and Keras initialisers
   model = world_model_lib.WorldModel(
       OBS_SPEC, ACTION_SPEC, encoder_keys=['pixels'], decoder_keys=['pixels', 'mask'],
       image_depth=4, rssm=rssm_lib.RSSM(deter_size=16, stoch_size=4, hidden_size=16))
@@ -200,3 +200,19 @@ def test_export_policy_needs_only_encoder_keys():
   names = {v.name for v in policy.variables()}
   assert any('gru' in n for n in names) and any('encoder' in n for n in names)
   assert not any('decoder' in n for n in names)
+
+
+def test_separate_sac_batch_trains_sac_on_it_and_leaves_the_model_update_alone():
+  model_batch = fixed_windows(seed=0)
+  sac_a, sac_b = fixed_windows(seed=1), fixed_windows(seed=2)
+  sac_b = sac_b._replace(reward=sac_b.reward + 5.0)
+  first, second = make_agent(seed=3), make_agent(seed=3)
+  tf.random.set_seed(11)  # the same posterior samples in both model updates
+  first.train(model_batch, sac_experience=sac_a)
+  tf.random.set_seed(11)
+  second.train(model_batch, sac_experience=sac_b)
+  for a, b in zip(first.world_model_variables(), second.world_model_variables()):
+    np.testing.assert_allclose(a.numpy(), b.numpy(), atol=1e-6)
+  critic = lambda agent: agent.sac._critic_network_1.trainable_variables
+  assert any(not np.allclose(a.numpy(), b.numpy()) for a, b in zip(critic(first), critic(second)))
+  assert int(first.train_step_counter.numpy()) == 1

@@ -280,6 +280,11 @@ def test_killed_collector_leaves_no_partial_episode_and_a_restart_writes_again(c
   assert first[2] == 'collect' and first[3] is not None, restarted.output()
   assert f'seed={seed + 1}' in '\n'.join(restarted.lines)
 
+  # Stop the live collectors the graceful way (they finish their episode), so
+  # no episode is being written while the table is read.
+  for role in cluster['collectors']:
+    if role is not victim:
+      role.stop(signal.SIGTERM, grace=60)
   stored, has_last = read_table(address)
   assert killed_episode not in stored, (
       f'windows of the episode collector 1 was killed in ({killed_episode}) are stored')

@@ -8,6 +8,9 @@ One train step (one `train()` call, one increment of `train_step_counter`) is:
      d_t, feat_{t+1}) for every consecutive pair inside the window -> one
      `SacAgent` step (twin critics, learned temperature).
 No frame is encoded twice and the next observation comes from the window.
+(`train(experience, sac_experience=...)` instead gives SAC its own batch of
+windows, encoded without gradients after the model update: SLAC's layout,
+which costs a second encoder pass; `train_eval.sac_batch_size` enables it.)
 
 Which pairs feed SAC: the filter starts every window from the zero state,
 which is exact when the window starts at an episode's FIRST step but a
@@ -178,7 +181,10 @@ class LatentSacAgent(tf_agent.TFAgent):
     weights = weights / tf.maximum(tf.reduce_mean(weights), 1e-6)
     return transition, weights
 
-  def _train(self, experience, weights=None):
+  def _train(self, experience, weights=None, sac_experience=None):
+    """One train step; `sac_experience` (optional) is a separate [B', T+1]
+    batch of windows for SAC, encoded by the world model without gradients
+    (SLAC's layout). Without it SAC uses the features of `experience`."""
     del weights  # Windows are sampled uniformly; no importance weights.
     with tf.GradientTape() as tape:
       model_loss, terms, posterior = self._world_model.loss(experience)
@@ -196,6 +202,12 @@ class LatentSacAgent(tf_agent.TFAgent):
 
     with tf.control_dependencies([checked_loss]):
       features = tf.stop_gradient(rssm_lib.features(posterior))
+    if sac_experience is not None:
+      # Encoded after the model update, like SLAC's separate SAC batch.
+      sac_posterior, _ = self._world_model.observe(
+          sac_experience.observation, sac_experience.action, sac_experience.step_type)
+      features = tf.stop_gradient(rssm_lib.features(sac_posterior))
+      experience = sac_experience
     extra = dict(terms)
     if self._train_sac:
       transition, sac_weights = self.sac_transitions(experience, features)
