@@ -7,8 +7,6 @@ before/after a change) can be compared line by line:
 """
 import argparse
 import json
-import os
-import platform
 import statistics
 import time
 
@@ -18,24 +16,9 @@ from tf_agents.specs import tensor_spec
 from tf_agents.trajectories import time_step as ts
 from tf_agents.trajectories import trajectory
 
+from bench import common
 from planet_tfa.agents import world_model as wm_lib
 from planet_tfa.networks import rssm as rssm_lib
-
-
-def machine_info():
-  """What the figures depend on: CPU, usable cores, TF build and any GPU."""
-  cpu = platform.processor() or 'unknown'
-  try:
-    with open('/proc/cpuinfo') as f:
-      for line in f:
-        if line.startswith('model name'):
-          cpu = line.split(':', 1)[1].strip()
-          break
-  except OSError:
-    pass
-  cores = len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else os.cpu_count()
-  gpus = [d.name for d in tf.config.list_physical_devices('GPU')]
-  return {'cpu': cpu, 'cores': cores, 'tf': tf.__version__, 'gpus': gpus}
 
 
 def synthetic_batch(batch, seq, action_size, seed=0):
@@ -102,7 +85,7 @@ def main():
   parser.add_argument('--steps', type=int, default=10, help='timed updates (median taken)')
   parser.add_argument('--warmup', type=int, default=3)
   args = parser.parse_args()
-  info = machine_info()
+  info = common.machine_info()
   for depth in [int(d) for d in args.depths.split(',')]:
     for jit in [bool(int(j)) for j in args.jit.split(',')]:
       result = bench_update(depth, jit, args.batch, args.seq, args.steps, args.warmup)
