@@ -207,8 +207,7 @@ def train_eval(root_dir,
     if restored:
       print(f'Resumed {root_dir} from {restored}: iteration {int(iteration.numpy())}, '
             f'train step {int(train_step.numpy())}', flush=True)
-      tf.random.set_seed(seed + 1_000_003 * int(iteration.numpy()))
-      np.random.seed((seed + 1_000_003 * int(iteration.numpy())) % 2**32)
+      tf.keras.utils.set_random_seed((seed + 1_000_003 * int(iteration.numpy())) % 2**31)
       if world_model_checkpoint:
         print('world_model_checkpoint ignored: the run resumes from its own checkpoint.')
     elif world_model_checkpoint:
@@ -366,9 +365,8 @@ def train_eval(root_dir,
     raise
   replay_server.stop()
   # Close in the envs' own thread, which frees their OpenGL contexts there.
-  for env in (train_env, eval_env):
-    if isinstance(env, tf_py_environment.TFPyEnvironment):
-      close_tf_env(env)
+  for env in opened_envs:
+    close_tf_env(env)
   _print_summary(result)
   with open(os.path.join(root_dir, 'run_summary.json'), 'w') as f:
     json.dump(result, f, indent=2)
