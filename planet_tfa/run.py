@@ -12,7 +12,6 @@ environment. Layout of ROOT:
 import json
 import logging
 import os
-import signal
 import time
 
 import gin
@@ -23,6 +22,7 @@ from tf_agents.utils import common
 
 from planet_tfa import checkpoints
 from planet_tfa import export
+from planet_tfa import stop_signals
 from planet_tfa import summaries
 from planet_tfa.agents import latent_sac_agent
 from planet_tfa.drivers import episode_drivers
@@ -35,32 +35,6 @@ EVAL_DIR = 'eval'
 CHECKPOINT_DIR = os.path.join(TRAIN_DIR, 'checkpoints')
 OPERATIVE_CONFIG = 'operative_config.gin'
 EVAL_RECORDS = 'eval_returns.csv'
-
-
-class _StopRequested:
-  """SIGTERM / SIGINT set a flag; the loop checkpoints and exits cleanly."""
-
-  def __init__(self):
-    self.signal = None
-    self._previous = {}
-
-  def install(self):
-    for sig in (signal.SIGTERM, signal.SIGINT):
-      try:
-        self._previous[sig] = signal.signal(sig, self._handle)
-      except ValueError:  # not the main thread
-        pass
-
-  def _handle(self, signum, frame):
-    del frame
-    self.signal = signal.Signals(signum).name
-    print(f'\n{self.signal} received: finishing the train step, then checkpointing '
-          'and exiting (send it again to abort).', flush=True)
-    signal.signal(signum, self._previous.get(signum, signal.SIG_DFL))
-
-  def restore(self):
-    for sig, handler in self._previous.items():
-      signal.signal(sig, handler)
 
 
 def make_tf_env(env_loader, seed):
@@ -252,8 +226,9 @@ def train_eval(root_dir,
         agent.collect_data_spec, replay_server.address, sequence_length,
         batch_size=sac_batch_size, timeout_s=sample_timeout_s) if sac_batch_size else None)
 
-    stop = _StopRequested()
-    stop.install()
+    stop = stop_signals.StopRequested(
+        'finishing the train step, then checkpointing and exiting (send it again '
+        'to abort).').install()
     start_iteration = int(iteration.numpy())
     progress = summaries.Progress(num_iterations, start=start_iteration,
                                   time_budget_s=time_budget_s)

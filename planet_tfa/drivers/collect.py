@@ -37,6 +37,7 @@ from tf_agents.drivers import dynamic_episode_driver  # pylint: disable=g-import
 from tf_agents.policies import random_tf_policy  # pylint: disable=g-import-not-at-top,wrong-import-position
 from tf_agents.utils import common  # pylint: disable=g-import-not-at-top,wrong-import-position
 
+from planet_tfa import stop_signals  # pylint: disable=g-import-not-at-top,wrong-import-position
 from planet_tfa import summaries  # pylint: disable=g-import-not-at-top,wrong-import-position
 from planet_tfa.drivers import episode_drivers  # pylint: disable=g-import-not-at-top,wrong-import-position
 from planet_tfa.drivers import observers  # pylint: disable=g-import-not-at-top,wrong-import-position
@@ -102,25 +103,6 @@ class EpisodeLoop:
     if state is None:
       state = self._policies[name].get_initial_state(self._env.batch_size)
     self._time_step, self._policy_states[name] = self._runs[name](self._time_step, state)
-
-
-class _StopAfterEpisode:
-  """SIGTERM / SIGINT: finish the running episode, then stop (again: abort)."""
-
-  def __init__(self):
-    self.signal = None
-    for sig in (signal.SIGTERM, signal.SIGINT):
-      try:
-        signal.signal(sig, self._handle)
-      except ValueError:  # not the main thread (tests calling run_collector)
-        pass
-
-  def _handle(self, signum, frame):
-    del frame
-    self.signal = signal.Signals(signum).name
-    print(f'{self.signal} received: finishing this episode, then exiting '
-          '(send it again to abort and lose it).', flush=True)
-    signal.signal(signum, signal.SIG_DFL)
 
 
 def run_watched(fn, client, address, deadline_s, check_every_s=5.0):
@@ -201,7 +183,9 @@ def run_collector(replay_server, collector_id, root_dir, server_deadline_s=60.0,
     loop = EpisodeLoop(tf_env, {'random': random_policy, 'collect': agent.collect_policy},
                        [writer] + list(metrics.values()))
     summary_writer = tf.summary.create_file_writer(out_dir)
-    stop = _StopAfterEpisode()
+    stop = stop_signals.StopRequested(
+        'finishing this episode, then exiting (send it again to abort and lose it).',
+        second_handler=signal.SIG_DFL).install()
     print(f'{tag} ready: writing whole episodes of {settings["sequence_length"]}-step '
           f'windows to {replay_server}', flush=True)
 

@@ -33,6 +33,7 @@ import tensorflow as tf  # pylint: disable=g-import-not-at-top,wrong-import-posi
 from tf_agents.environments import tf_environment  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 from planet_tfa import export  # pylint: disable=g-import-not-at-top,wrong-import-position
+from planet_tfa import stop_signals  # pylint: disable=g-import-not-at-top,wrong-import-position
 from planet_tfa.drivers import replay  # pylint: disable=g-import-not-at-top,wrong-import-position
 from planet_tfa.drivers import variables  # pylint: disable=g-import-not-at-top,wrong-import-position
 
@@ -176,20 +177,6 @@ class RemoteReplay:
     pass
 
 
-class _Signals:
-  """SIGTERM / SIGINT end the serve loop (a second one aborts)."""
-
-  def __init__(self):
-    self.received = None
-    for sig in (signal.SIGTERM, signal.SIGINT):
-      signal.signal(sig, self._handle)
-
-  def _handle(self, signum, frame):
-    del frame
-    self.received = signal.Signals(signum).name
-    signal.signal(signum, signal.SIG_DFL)
-
-
 def build_tables(root_dir):
   """The experience and variables tables for the gin-configured agent."""
   from planet_tfa.agents import latent_sac_agent  # pylint: disable=g-import-not-at-top
@@ -227,18 +214,18 @@ def serve(root_dir, port, checkpoint_interval_s=600.0, allow_remote=False):
         f'Checkpoints to {server.checkpoint_dir} '
         + (f'every {checkpoint_interval_s:.0f}s and ' if checkpoint_interval_s else '')
         + 'on SIGTERM/SIGINT.', flush=True)
-  signals = _Signals()
+  signals = stop_signals.StopRequested(second_handler=signal.SIG_DFL).install()
   last_checkpoint = time.time()
   path = None
   try:
-    while signals.received is None:
+    while signals.signal is None:
       time.sleep(0.5)
       if checkpoint_interval_s and time.time() - last_checkpoint >= checkpoint_interval_s:
         path = _checkpoint(server)
         last_checkpoint = time.time()
   finally:
-    if signals.received:
-      print(f'{signals.received} received: checkpointing the replay, then stopping.',
+    if signals.signal:
+      print(f'{signals.signal} received: checkpointing the replay, then stopping.',
             flush=True)
     path = _checkpoint(server) or path
     server.stop()
