@@ -71,6 +71,12 @@ process (`bench/replay_bench.py`, `bench/policy_bench.py`, `bench/train_bench.py
   calls that follow the first, minus the count after the first call.
 - **peak_rss_mb**: `resource.getrusage(RUSAGE_SELF).ru_maxrss` of the training benchmark
   process after the full agent's first 6 train steps (before the wm-only agent is built).
+- **train_iteration_s_{reuse,separate}** (`python -m bench.slac_shape_bench`): one
+  `agent.train` call at depth 32 on a [32, 9] model batch; `separate` also passes a [256, 9]
+  `sac_experience` batch (SLAC's layout, `train_eval.sac_batch_size=256`), whose frames the
+  updated model encodes without gradients before SAC trains on its 256 x 8 pairs. FLOPs: the
+  world-model update (forward x 3) + the SAC update + for `separate` the encoder and RSSM
+  forward over the SAC windows. Median of 5 calls after 2 untimed ones.
 - **\*_d32_tcmalloc / tcmalloc_speedup_d32**: the same training benchmark (same procedure) in a
   process started with `LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4`
   (Debian `libtcmalloc-minimal4`), against the glibc-malloc run.
@@ -140,6 +146,17 @@ def _summary(by_name):
         f"sampling a batch {get('sample_batch_s' + tag)} s; peak RSS "
         f"{get('peak_rss_mb' + tag)} MiB; {get('train_retraces' + tag)} retraces in the 5 "
         'calls after the first.')
+  separate = by_name.get('train_iteration_s_separate', {})
+  if separate.get('value') is not None:
+    reuse = by_name.get('train_iteration_s_reuse', {})
+    out.append(
+        f"- SLAC-shaped iteration (depth {separate.get('depth')}, model batch "
+        f"{separate.get('model_batch')} x {separate.get('seq')} plus a separate SAC batch of "
+        f"{separate.get('sac_batch')} x {separate.get('seq')} windows encoded without gradients): "
+        f"{separate['value']} s for {separate.get('gflop')} GFLOP ({separate.get('x_floor')}x its "
+        f"floor of {separate.get('floor_s')} s; issue 8's target: at most 0.9 s and 1.3x). "
+        f"The default layout, SAC on the model batch's own features: {reuse.get('value')} s "
+        f"({reuse.get('x_floor')}x its floor).")
   for name, line in by_name.items():
     if name.startswith('tcmalloc_speedup'):
       out.append(f"- tcmalloc (LD_PRELOAD): {line['tcmalloc_s']} s vs {line['glibc_s']} s with "
