@@ -216,3 +216,22 @@ def test_separate_sac_batch_trains_sac_on_it_and_leaves_the_model_update_alone()
   critic = lambda agent: agent.sac._critic_network_1.trainable_variables
   assert any(not np.allclose(a.numpy(), b.numpy()) for a, b in zip(critic(first), critic(second)))
   assert int(first.train_step_counter.numpy()) == 1
+
+
+@pytest.mark.parametrize('separate_sac_batch', [False, True])
+def test_train_function_is_not_retraced_by_new_batches(separate_sac_batch):
+  # Speed relies on one trace: a retrace per call would rebuild the graph
+  # every train step. run.py wraps agent.train the same way.
+  agent = make_agent()
+  train_fn = common.function(agent.train)
+
+  def step(seed):
+    kwargs = {'sac_experience': fixed_windows(seed + 100)} if separate_sac_batch else {}
+    return train_fn(fixed_windows(seed), **kwargs)
+
+  step(0)
+  traces = train_fn.experimental_get_tracing_count()
+  for seed in range(1, 4):
+    step(seed)
+  assert train_fn.experimental_get_tracing_count() == traces
+  assert int(agent.train_step_counter.numpy()) == 4

@@ -186,6 +186,24 @@ def test_empty_table_raises_named_error_instead_of_hanging():
   server.stop()
 
 
+def test_sampler_prefetches_batches_while_the_learner_trains():
+  # Sampling overlaps training only if the dataset ends in a prefetch.
+  env = CountingEnv()
+  _, _, data_spec = _data_spec(env)
+  server = _server(data_spec)
+  sampler = replay.ReplaySampler(data_spec, server.address, WINDOW, batch_size=2,
+                                 timeout_s=1.0, prefetch=3)
+  graph = tf.compat.v1.GraphDef.FromString(
+      tf.raw_ops.DatasetToGraphV2(input_dataset=sampler.dataset._variant_tensor).numpy())
+  ops = [node.op for node in graph.node]
+  assert 'PrefetchDataset' in ops
+  buffer_sizes = [node.input[1] for node in graph.node if node.op == 'PrefetchDataset']
+  constants = {node.name: tf.make_ndarray(node.attr['value'].tensor)
+               for node in graph.node if node.op == 'Const'}
+  assert [int(constants[name]) for name in buffer_sizes] == [3]
+  server.stop()
+
+
 def test_capacity_is_converted_from_env_steps_to_items():
   assert replay.capacity_in_items(1000, 1) == 1000
   assert replay.capacity_in_items(1000, 4) == 250
