@@ -306,6 +306,11 @@ def train_eval(root_dir,
             'train steps/s': rates['train_steps'],
             'model loss': (_scalar(loss_info.extra['model_loss'])
                            if loss_info is not None else None),
+            # The loss is dominated by the image NLL's constant (~0.92 per pixel
+            # channel); KL and reward error show the model learning.
+            'kl': _scalar(loss_info.extra['kl']) if loss_info is not None else None,
+            'reward mse': (_scalar(loss_info.extra['reward_mse'])
+                           if loss_info is not None else None),
             'return': _scalar(collection.train_metrics['return'].result()),
             'eval return': last_eval_return,
         }

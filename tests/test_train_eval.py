@@ -54,6 +54,7 @@ def test_run_writes_config_checkpoints_summaries_and_policies(tiny_run):
   assert 'metrics/return' in event_tags(str(root / 'eval'))
   # Progress lines with rates and ETA, then the summary.
   assert 'iter 3/3' in stdout and 'env steps/s' in stdout and 'ETA' in stdout
+  assert ' kl ' in stdout and 'reward mse' in stdout
   assert '=== run summary ===' in stdout
   for name in ('greedy_policy', 'collect_policy'):
     assert (root / 'policies' / name / 'saved_model.pb').exists()
