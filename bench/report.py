@@ -76,7 +76,8 @@ process (`bench/replay_bench.py`, `bench/policy_bench.py`, `bench/train_bench.py
   `sac_experience` batch (SLAC's layout, `train_eval.sac_batch_size=256`), whose frames the
   updated model encodes without gradients before SAC trains on its 256 x 8 pairs. FLOPs: the
   world-model update (forward x 3) + the SAC update + for `separate` the encoder and RSSM
-  forward over the SAC windows. Median of 5 calls after 2 untimed ones.
+  forward over the SAC windows. Median of 5 calls after 2 untimed ones. `*_bf16`: the same
+  with `WorldModel.image_precision = 'mixed_bfloat16'`; `x_floor` still against the fp32 floor.
 - **\*_d32_tcmalloc / tcmalloc_speedup_d32**: the same training benchmark (same procedure) in a
   process started with `LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4`
   (Debian `libtcmalloc-minimal4`), against the glibc-malloc run.
@@ -157,6 +158,14 @@ def _summary(by_name):
         f"floor of {separate.get('floor_s')} s; issue 8's target: at most 0.9 s and 1.3x). "
         f"The default layout, SAC on the model batch's own features: {reuse.get('value')} s "
         f"({reuse.get('x_floor')}x its floor).")
+  bf16 = by_name.get('train_iteration_s_separate_bf16', {})
+  if bf16.get('value') is not None:
+    reuse_bf16 = by_name.get('train_iteration_s_reuse_bf16', {})
+    out.append(
+        "- With `WorldModel.image_precision = 'mixed_bfloat16'` (bf16 convs on fp32 variables; "
+        f"this CPU has AVX512_BF16): SLAC-shaped {bf16['value']} s, default layout "
+        f"{reuse_bf16.get('value')} s ({bf16.get('x_floor')}x / {reuse_bf16.get('x_floor')}x "
+        'the fp32 floor).')
   for name, line in by_name.items():
     if name.startswith('tcmalloc_speedup'):
       out.append(f"- tcmalloc (LD_PRELOAD): {line['tcmalloc_s']} s vs {line['glibc_s']} s with "

@@ -147,7 +147,8 @@ def main(argv=None):
     lines += run_child(f'train_d{small_depth}',
                        ['bench.train_bench', '--depth', str(small_depth)] + quick
                        + gflops_args, args.log_dir)
-    lines += run_child('slac_shape', ['bench.slac_shape_bench'] + quick, args.log_dir)
+    lines += run_child('slac_shape', ['bench.slac_shape_bench', '--precisions',
+                                      'float32,mixed_bfloat16'] + quick, args.log_dir)
 
   by_name = {l['name']: l for l in lines}
   tag = f'_d{default_depth}'

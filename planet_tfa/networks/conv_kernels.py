@@ -83,7 +83,9 @@ class SubpixelConv2DTranspose(tf.keras.layers.Conv2DTranspose):
     kh, kw = self.kernel_size
     if tuple(self.strides) != (2, 2) or kh % 2 or kw % 2:
       return super().call(inputs)
-    outputs = _subpixel_conv_transpose(inputs, self.kernel)
+    # A tensor, not the variable: custom_gradient then differentiates the read
+    # (in the compute dtype under a mixed-precision policy).
+    outputs = _subpixel_conv_transpose(inputs, tf.convert_to_tensor(self.kernel))
     if self.use_bias:
       outputs = tf.nn.bias_add(outputs, self.bias)
     return self.activation(outputs) if self.activation is not None else outputs

@@ -17,22 +17,25 @@ class ImageDecoder(tf.keras.layers.Layer):
   `fast_kernels` runs the 1x1-input layer as a matmul and the even-kernel
   layers as sub-pixel convs (`conv_kernels`): same variables, same results,
   faster on CPU. False gives Keras' plain Conv2DTranspose.
+  `precision='mixed_bfloat16'` computes in bf16 on fp32 variables; the image
+  mean is returned as fp32.
   """
 
   def __init__(self, channels=3, depth=32, activation='relu', fast_kernels=True,
-               name='image_decoder'):
+               precision='float32', name='image_decoder'):
     super().__init__(name=name)
     self.channels = channels
-    self._project = tf.keras.layers.Dense(32 * depth)
+    self.precision = encoders.check_precision(precision)
+    self._project = tf.keras.layers.Dense(32 * depth, dtype=precision)
     plain = tf.keras.layers.Conv2DTranspose
     first = conv_kernels.MatmulConv2DTranspose if fast_kernels else plain
     even = conv_kernels.SubpixelConv2DTranspose if fast_kernels else plain
     # 1 -> 5 -> 13 -> 30 -> 64 with VALID padding (PlaNet's kernel sizes).
     self._deconvs = [
-        first(4 * depth, 5, 2, activation=activation),
-        plain(2 * depth, 5, 2, activation=activation),
-        even(depth, 6, 2, activation=activation),
-        even(channels, 6, 2),
+        first(4 * depth, 5, 2, activation=activation, dtype=precision),
+        plain(2 * depth, 5, 2, activation=activation, dtype=precision),
+        even(depth, 6, 2, activation=activation, dtype=precision),
+        even(channels, 6, 2, dtype=precision),
     ]
 
   def call(self, features):
@@ -41,7 +44,8 @@ class ImageDecoder(tf.keras.layers.Layer):
     x = tf.reshape(x, [-1, 1, 1, x.shape[-1]])
     for deconv in self._deconvs:
       x = deconv(x)
-    return encoders._split_outer(x, outer_shape)
+    # The log-likelihood is summed over 12k pixels: compute it in fp32.
+    return encoders._split_outer(tf.cast(x, tf.float32), outer_shape)
 
 
 @gin.configurable

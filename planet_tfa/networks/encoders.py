@@ -27,15 +27,34 @@ def _split_outer(x, outer_shape):
   return tf.reshape(x, tf.concat([outer_shape, tf.shape(x)[1:]], 0))
 
 
+PRECISIONS = ('float32', 'mixed_bfloat16')
+
+
+def check_precision(precision):
+  """The conv layers' Keras dtype policy: fp32, or bf16 compute on fp32 variables."""
+  if precision not in PRECISIONS:
+    raise ValueError(
+        f"image precision '{precision}' is not one of {PRECISIONS} (fix "
+        'WorldModel.image_precision in gin); mixed_float16 would need loss scaling, '
+        'which the world model does not do.')
+  return precision
+
+
 @gin.configurable
 class ConvEncoder(tf.keras.layers.Layer):
-  """PlaNet's 64x64 image encoder: four stride-2 4x4 convs, depth d..8d."""
+  """PlaNet's 64x64 image encoder: four stride-2 4x4 convs, depth d..8d.
 
-  def __init__(self, depth=32, activation='relu', name='conv_encoder'):
+  `precision='mixed_bfloat16'` runs the convs in bf16 (variables stay fp32,
+  so checkpoints do not change); the embedding is returned as fp32.
+  """
+
+  def __init__(self, depth=32, activation='relu', precision='float32', name='conv_encoder'):
     super().__init__(name=name)
     self.depth = depth
+    self.precision = check_precision(precision)
     self._convs = [
-        tf.keras.layers.Conv2D(mult * depth, 4, strides=2, activation=activation)
+        tf.keras.layers.Conv2D(mult * depth, 4, strides=2, activation=activation,
+                               dtype=precision)
         for mult in (1, 2, 4, 8)
     ]
 
@@ -44,7 +63,7 @@ class ConvEncoder(tf.keras.layers.Layer):
     for conv in self._convs:
       frames = conv(frames)
     embed = tf.reshape(frames, [tf.shape(frames)[0], int(np.prod(frames.shape[1:]))])
-    return _split_outer(embed, outer_shape)
+    return _split_outer(tf.cast(embed, tf.float32), outer_shape)
 
 
 @gin.configurable
