@@ -7,7 +7,6 @@ Runs train_eval.py with a wall-time budget, then prints one JSON line with the
 random policy's average return, the eval returns over time, and writes
 ROOT/learning_curve.png.
 """
-import csv
 import json
 import os
 import subprocess
@@ -15,6 +14,8 @@ import sys
 
 from absl import app
 from absl import flags
+
+from bench import compare_curves
 
 flags.DEFINE_string('root_dir', 'runs/bench_cartpole', 'Run root.')
 flags.DEFINE_float('budget_s', 3600, 'Wall-clock budget of the training run.')
@@ -50,22 +51,6 @@ def random_policy_return(gin_files, gin_params, episodes):
   return float(np.mean(returns)), float(np.std(returns))
 
 
-def plot(records, random_mean, path, label):
-  import matplotlib  # pylint: disable=g-import-not-at-top
-  matplotlib.use('Agg')
-  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
-  fig, ax = plt.subplots(figsize=(7, 4))
-  minutes = [float(r['wall_time_s']) / 60 for r in records]
-  ax.plot(minutes, [float(r['eval_return']) for r in records], marker='o', label=label)
-  ax.axhline(random_mean, color='gray', linestyle='--', label='random policy')
-  ax.set_xlabel('wall time (minutes, 2-core CPU)')
-  ax.set_ylabel('eval return (greedy policy)')
-  ax.grid(alpha=0.3)
-  ax.legend()
-  fig.tight_layout()
-  fig.savefig(path, dpi=100)
-
-
 def main(argv):
   del argv
   root = os.path.abspath(FLAGS.root_dir)
@@ -76,12 +61,12 @@ def main(argv):
           '--gin_param=train_eval.num_iterations=100000']
   print(' '.join(cmd), file=sys.stderr, flush=True)
   subprocess.run(cmd, check=True, cwd=REPO)
-  with open(os.path.join(root, 'eval_returns.csv')) as f:
-    records = list(csv.DictReader(f))
+  records = compare_curves.load(root)
   random_mean, random_std = random_policy_return(FLAGS.gin_file, FLAGS.gin_param,
                                                  FLAGS.random_episodes)
-  plot(records, random_mean, os.path.join(root, 'learning_curve.png'), FLAGS.label)
-  returns = [float(r['eval_return']) for r in records]
+  compare_curves.plot({FLAGS.label: records}, os.path.join(root, 'learning_curve.png'),
+                      random_mean)
+  returns = [r['eval_return'] for r in records]
   print(json.dumps({
       'name': 'learning_curve', 'gin_files': FLAGS.gin_file, 'gin_params': FLAGS.gin_param,
       'budget_s': FLAGS.budget_s, 'random_return_mean': round(random_mean, 2),
@@ -90,7 +75,7 @@ def main(argv):
       'best_eval_return': max(returns) if returns else None,
       'env_steps': int(records[-1]['env_steps']) if records else 0,
       'train_steps': int(records[-1]['train_step']) if records else 0,
-      'curve': [(float(r['wall_time_s']), float(r['eval_return'])) for r in records],
+      'curve': [(r['wall_time_s'], r['eval_return']) for r in records],
       'png': os.path.join(root, 'learning_curve.png')}))
 
 

@@ -1,0 +1,94 @@
+"""Overlays the eval-return curves of finished runs at equal wall time.
+
+  python -m bench.compare_curves --out=docs/sac_layouts \
+      "feature reuse=runs/lc_reuse" "separate SAC batch=runs/lc_separate"
+
+Each argument is LABEL=RUN_ROOT; the run's `eval_returns.csv` (written by
+train_eval) gives the points. Prints one JSON line with, per run, the eval
+return at each checkpoint minute (mean of the evaluations in the 5 minutes
+before it, so one lucky episode does not decide), the best and the final return, and
+the train and env steps done; writes OUT.png and OUT.csv.
+"""
+import argparse
+import csv
+import json
+import os
+
+WINDOW_S = 300.0
+
+
+def load(root):
+  with open(os.path.join(root, 'eval_returns.csv')) as f:
+    return [{k: float(v) for k, v in row.items()} for row in csv.DictReader(f)]
+
+
+def return_near(records, wall_s):
+  """Mean eval return over (wall_s - WINDOW_S, wall_s]; None before the first point."""
+  window = [r['eval_return'] for r in records
+            if wall_s - WINDOW_S < r['wall_time_s'] <= wall_s]
+  return round(sum(window) / len(window), 1) if window else None
+
+
+def summarize(records, minutes):
+  last = records[-1]
+  return {
+      'return_at_minute': {m: return_near(records, 60.0 * m) for m in minutes},
+      'best_eval_return': round(max(r['eval_return'] for r in records), 1),
+      'final_eval_return': round(last['eval_return'], 1),
+      'wall_time_s': last['wall_time_s'],
+      'train_steps': int(last['train_step']),
+      'env_steps': int(last['env_steps']),
+      'train_steps_per_minute': round(60.0 * last['train_step'] / last['wall_time_s'], 1),
+  }
+
+
+def plot(runs, path, random_mean=None):
+  """Eval return over wall minutes, one line per run (LABEL -> records)."""
+  import matplotlib  # pylint: disable=g-import-not-at-top
+  matplotlib.use('Agg')
+  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  fig, ax = plt.subplots(figsize=(7, 4))
+  for label, records in runs.items():
+    ax.plot([r['wall_time_s'] / 60 for r in records], [r['eval_return'] for r in records],
+            marker='o', markersize=3, label=label)
+  if random_mean is not None:
+    ax.axhline(random_mean, color='gray', linestyle='--', label='random policy')
+  ax.set_xlabel('wall time (minutes, 2-core CPU)')
+  ax.set_ylabel('eval return (greedy policy)')
+  ax.grid(alpha=0.3)
+  ax.legend()
+  fig.tight_layout()
+  fig.savefig(path, dpi=100)
+
+
+def main():
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument('runs', nargs='+', help='LABEL=RUN_ROOT')
+  parser.add_argument('--out', required=True, help='Path prefix of the PNG and CSV.')
+  parser.add_argument('--minutes', default='10,20,30,40', help='Comparison points.')
+  args = parser.parse_args()
+  runs = {}
+  for spec in args.runs:
+    label, sep, root = spec.partition('=')
+    if not sep:
+      parser.error(f'"{spec}" is not LABEL=RUN_ROOT')
+    runs[label] = load(root)
+    if not runs[label]:
+      parser.error(f'{root}/eval_returns.csv has no evaluations yet')
+  minutes = [int(m) for m in args.minutes.split(',')]
+  plot(runs, args.out + '.png')
+  with open(args.out + '.csv', 'w', newline='') as f:
+    writer = csv.writer(f)
+    writer.writerow(['run', 'iteration', 'train_step', 'env_steps', 'wall_time_s', 'eval_return'])
+    for label, records in runs.items():
+      for r in records:
+        writer.writerow([label, int(r['iteration']), int(r['train_step']),
+                         int(r['env_steps']), r['wall_time_s'], round(r['eval_return'], 2)])
+  print(json.dumps({'name': 'compare_curves', 'window_s': WINDOW_S,
+                    'runs': {label: summarize(records, minutes)
+                             for label, records in runs.items()},
+                    'png': args.out + '.png', 'csv': args.out + '.csv'}))
+
+
+if __name__ == '__main__':
+  main()
