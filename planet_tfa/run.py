@@ -334,7 +334,8 @@ def train_eval(root_dir,
         'best_eval_return': (float(best_eval_return.numpy())
                              if np.isfinite(best_eval_return.numpy()) else None),
         'replay_windows': replay_server.table_size(),
-        'stopped_by': stop.signal,
+        # What ended the loop: a signal, the wall-clock budget, or num_iterations.
+        'stopped_by': stop.signal or ('time_budget_s' if out_of_time() else 'num_iterations'),
         'wall_time_s': round(time.time() - progress.started_at, 1),
     }
   except BaseException:

@@ -1,6 +1,7 @@
 """End to end: train_eval.py as users run it, on the real dm_control cartpole."""
 import glob
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -56,6 +57,7 @@ def test_run_writes_config_checkpoints_summaries_and_policies(tiny_run):
   assert 'iter 3/3' in stdout and 'env steps/s' in stdout and 'ETA' in stdout
   assert ' kl ' in stdout and 'reward mse' in stdout
   assert '=== run summary ===' in stdout
+  assert re.search(r'stopped_by +num_iterations', stdout)
   for name in ('greedy_policy', 'collect_policy'):
     assert (root / 'policies' / name / 'saved_model.pb').exists()
 
