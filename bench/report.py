@@ -80,7 +80,9 @@ process (`bench/replay_bench.py`, `bench/policy_bench.py`, `bench/train_bench.py
   with `WorldModel.image_precision = 'mixed_bfloat16'`; `x_floor` still against the fp32 floor.
 - **\*_d32_tcmalloc / tcmalloc_speedup_d32**: the same training benchmark (same procedure) in a
   process started with `LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4`
-  (Debian `libtcmalloc-minimal4`), against the glibc-malloc run.
+  (Debian `libtcmalloc-minimal4`), against the glibc-malloc run. One pair of processes is
+  at the mercy of the VM's slow phases; `python -m bench.allocator_ab` alternates glibc and
+  tcmalloc processes of the SLAC-shaped benchmark over several rounds for a fairer ratio.
 """
 
 
