@@ -15,8 +15,7 @@ import subprocess
 import sys
 
 from bench import common
-
-TCMALLOC = '/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4'
+from bench.suite import TCMALLOC
 
 
 def _run(steps, preload):

@@ -304,13 +304,11 @@ def train_eval(root_dir,
             'replay windows': replay_server.table_size() if remote is not None else None,
             'env steps/s': rates['env_steps'],
             'train steps/s': rates['train_steps'],
-            'model loss': (_scalar(loss_info.extra['model_loss'])
-                           if loss_info is not None else None),
             # The loss is dominated by the image NLL's constant (~0.92 per pixel
             # channel); KL and reward error show the model learning.
-            'kl': _scalar(loss_info.extra['kl']) if loss_info is not None else None,
-            'reward mse': (_scalar(loss_info.extra['reward_mse'])
-                           if loss_info is not None else None),
+            **{label: _scalar(loss_info.extra[term]) if loss_info is not None else None
+               for label, term in (('model loss', 'model_loss'), ('kl', 'kl'),
+                                   ('reward mse', 'reward_mse'))},
             'return': _scalar(collection.train_metrics['return'].result()),
             'eval return': last_eval_return,
         }
@@ -334,8 +332,10 @@ def train_eval(root_dir,
         'best_eval_return': (float(best_eval_return.numpy())
                              if np.isfinite(best_eval_return.numpy()) else None),
         'replay_windows': replay_server.table_size(),
-        # What ended the loop: a signal, the wall-clock budget, or num_iterations.
-        'stopped_by': stop.signal or ('time_budget_s' if out_of_time() else 'num_iterations'),
+        # What ended the loop: a signal, num_iterations, else the wall-clock budget
+        # (asked after the loop, the clock would also count the final save).
+        'stopped_by': stop.signal or (
+            'num_iterations' if int(iteration.numpy()) >= num_iterations else 'time_budget_s'),
         'wall_time_s': round(time.time() - progress.started_at, 1),
     }
   except BaseException:

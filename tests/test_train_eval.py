@@ -170,3 +170,18 @@ def test_unknown_gin_file_is_named(tmp_path):
   result = run_train_eval(tmp_path / 'bad', '--gin_file=no_such_task.gin', timeout=120)
   assert result.returncode != 0
   assert 'no_such_task.gin' in result.stderr and 'dmc_cartpole_swingup.gin' in result.stderr
+
+
+def test_time_budget_stops_the_run_evaluates_and_says_so(tmp_path):
+  # 1 s is less than one iteration: the run must stop after the first one,
+  # evaluate there (though off the eval interval) and name the budget.
+  root = tmp_path / 'budget'
+  result = run_train_eval(root, *TINY, '--gin_param=train_eval.num_iterations=50',
+                          '--gin_param=train_eval.eval_interval=10',
+                          '--gin_param=train_eval.time_budget_s=1')
+  assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+  assert re.search(r'stopped_by +time_budget_s', result.stdout)
+  assert re.search(r'iterations +1\n', result.stdout)
+  with open(root / 'eval_returns.csv') as f:
+    rows = f.read().splitlines()
+  assert rows[0].startswith('iteration,') and [r.split(',')[0] for r in rows[1:]] == ['1']

@@ -200,9 +200,10 @@ class LatentSacAgent(tf_agent.TFAgent):
       self._model_optimizer.apply_gradients(zip(grads, variables))
       terms['model_grad_norm'] = grad_norm
 
-    with tf.control_dependencies([checked_loss]):
-      features = tf.stop_gradient(rssm_lib.features(posterior))
-    if sac_experience is not None:
+    if sac_experience is None:
+      with tf.control_dependencies([checked_loss]):
+        features = tf.stop_gradient(rssm_lib.features(posterior))
+    else:
       # Encoded after the model update, like SLAC's separate SAC batch.
       sac_posterior, _ = self._world_model.observe(
           sac_experience.observation, sac_experience.action, sac_experience.step_type)

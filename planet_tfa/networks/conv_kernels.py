@@ -27,6 +27,13 @@ def _check_valid(layer):
     raise ValueError(f'{type(layer).__name__} supports no dilation or output_padding.')
 
 
+def _bias_and_activation(layer, outputs):
+  """What Conv2DTranspose.call does after its convolution."""
+  if layer.use_bias:
+    outputs = tf.nn.bias_add(outputs, layer.bias)
+  return layer.activation(outputs) if layer.activation is not None else outputs
+
+
 class MatmulConv2DTranspose(tf.keras.layers.Conv2DTranspose):
   """Conv2DTranspose whose input is 1x1 spatially, run as one matmul."""
 
@@ -39,9 +46,7 @@ class MatmulConv2DTranspose(tf.keras.layers.Conv2DTranspose):
     weights = tf.reshape(tf.transpose(self.kernel, [3, 0, 1, 2]), [cin, kh * kw * cout])
     outputs = tf.matmul(tf.reshape(inputs, [-1, cin]), weights)
     outputs = tf.reshape(outputs, [-1, kh, kw, cout])
-    if self.use_bias:
-      outputs = tf.nn.bias_add(outputs, self.bias)
-    return self.activation(outputs) if self.activation is not None else outputs
+    return _bias_and_activation(self, outputs)
 
 
 def _subpixel_forward(inputs, kernel):
@@ -86,6 +91,4 @@ class SubpixelConv2DTranspose(tf.keras.layers.Conv2DTranspose):
     # A tensor, not the variable: custom_gradient then differentiates the read
     # (in the compute dtype under a mixed-precision policy).
     outputs = _subpixel_conv_transpose(inputs, tf.convert_to_tensor(self.kernel))
-    if self.use_bias:
-      outputs = tf.nn.bias_add(outputs, self.bias)
-    return self.activation(outputs) if self.activation is not None else outputs
+    return _bias_and_activation(self, outputs)
