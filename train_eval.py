@@ -43,7 +43,7 @@ def _user_errors():
   errors = (replay.ReplayUnavailableError, replay.ReplayEmptyError,
             variables.ServerMismatchError, checkpoints.CheckpointError,
             checkpoints.WorldModelMismatchError, encoders.ObservationSpecError,
-            ConnectionError, tf.errors.InvalidArgumentError)
+            ConnectionError, tf.errors.InvalidArgumentError, config.ConfigError)
   try:
     from planet_tfa.environments import carla_env
     errors += (carla_env.CarlaEnvError,)

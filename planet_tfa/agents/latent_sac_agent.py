@@ -30,10 +30,15 @@ from tf_agents.trajectories import policy_step
 from tf_agents.trajectories import time_step as ts
 from tf_agents.trajectories import trajectory
 
+from planet_tfa import config
+from planet_tfa.agents import cem_policy
 from planet_tfa.agents import latent_policy
 from planet_tfa.agents import world_model as world_model_lib
 from planet_tfa.networks import rssm as rssm_lib
 from planet_tfa.networks import rssm_network
+
+
+POLICY_KINDS = ('sac', 'cem')
 
 
 def _legacy_adam(learning_rate, epsilon=1e-7):
@@ -60,6 +65,10 @@ class LatentSacAgent(tf_agent.TFAgent):
     sac_burn_in: skipped leading pairs of mid-episode windows (see module doc).
     train_world_model, train_sac: turn either update off (a frozen world model;
       a world-model-only run).
+    collect_with, eval_with: what acts in training episodes (`collect_policy`)
+      and in evaluation (`policy`): 'sac' (the latent actor) or 'cem' (PlaNet's
+      planner, `CemPlanningPolicy`, on the same world model). Training is the
+      same either way: the world model and SAC learn from the same replay.
   """
 
   def __init__(self, time_step_spec, action_spec, world_model=None,
@@ -70,8 +79,13 @@ class LatentSacAgent(tf_agent.TFAgent):
                target_entropy=None, gamma=0.99, target_update_tau=0.005,
                target_update_period=1, reward_scale_factor=1.0, initial_log_alpha=0.0,
                sac_burn_in=3, train_world_model=True, train_sac=True,
+               collect_with='sac', eval_with='sac',
                train_step_counter=None, name='LatentSacAgent'):
     tf.Module.__init__(self, name=name)
+    for binding, kind in (('collect_with', collect_with), ('eval_with', eval_with)):
+      if kind not in POLICY_KINDS:
+        raise config.ConfigError(
+            f'LatentSacAgent.{binding}={kind!r}: choose one of {POLICY_KINDS}.')
     if train_step_counter is None:
       train_step_counter = tf.Variable(0, dtype=tf.int64, name='train_step')
     if world_model is None:
@@ -109,11 +123,13 @@ class LatentSacAgent(tf_agent.TFAgent):
     self._sac_burn_in = sac_burn_in
     self._train_world_model = train_world_model
     self._train_sac = train_sac
+    self._gamma = gamma
+    self._reward_scale_factor = reward_scale_factor
+    self._collect_with = collect_with
+    self._eval_with = eval_with
 
-    policy = latent_policy.LatentActorPolicy(
-        time_step_spec, action_spec, self._filter_network, actor_net, greedy=True)
-    collect_policy = latent_policy.LatentActorPolicy(
-        time_step_spec, action_spec, self._filter_network, actor_net, greedy=False)
+    policy = self.make_policy(eval_with, True, time_step_spec, action_spec)
+    collect_policy = self.make_policy(collect_with, False, time_step_spec, action_spec)
     super().__init__(time_step_spec, action_spec, policy, collect_policy,
                      train_sequence_length=None, train_step_counter=train_step_counter)
 
@@ -142,12 +158,34 @@ class LatentSacAgent(tf_agent.TFAgent):
             + self._sac._critic_network_2.trainable_variables  # pylint: disable=protected-access
             + [self.log_alpha])
 
-  def export_policy(self, greedy=True):
-    """A policy whose observation spec holds the filter's inputs only."""
+  def make_policy(self, kind, greedy, time_step_spec=None, action_spec=None):
+    """A new 'sac' or 'cem' policy on this agent's networks (no new variables)."""
+    time_step_spec = time_step_spec or self.time_step_spec
+    action_spec = action_spec or self.action_spec
+    if kind == 'sac':
+      return latent_policy.LatentActorPolicy(
+          time_step_spec, action_spec, self._filter_network, self._actor_network,
+          greedy=greedy)
+    if kind == 'cem':
+      # pylint: disable=protected-access
+      critics = {'critic': (self._sac._critic_network_1, self._sac._critic_network_2),
+                 'target_critic': (self._sac._target_critic_network_1,
+                                   self._sac._target_critic_network_2)}
+      return cem_policy.CemPlanningPolicy(
+          time_step_spec, action_spec, self._filter_network,
+          self._world_model.reward_decoder, actor_network=self._actor_network,
+          critics=critics, critic_gamma=self._gamma,
+          critic_reward_scale=self._reward_scale_factor, greedy=greedy)
+    raise config.ConfigError(f'unknown policy kind {kind!r}: choose one of {POLICY_KINDS}.')
+
+  def export_policy(self, greedy=True, kind=None):
+    """A policy whose observation spec holds the filter's inputs only; `kind`
+    None: what acts in this role (`eval_with` when greedy, else `collect_with`)."""
+    if kind is None:
+      kind = self._eval_with if greedy else self._collect_with
     spec = ts.time_step_spec(self._world_model.policy_observation_spec,
                              self.time_step_spec.reward)
-    return latent_policy.LatentActorPolicy(
-        spec, self.action_spec, self._filter_network, self._actor_network, greedy=greedy)
+    return self.make_policy(kind, greedy, spec)
 
   def _initialize(self):
     return tf.no_op()
