@@ -280,8 +280,12 @@ class CemPlanningPolicy(tf_policy.TFPolicy):
       returns = self.plan_returns(start, candidate_actions)       # [B, N]
       _, elite_index = tf.math.top_k(returns, self._top_k)        # [B, K] highest returns
       elite_actions = tf.gather(candidate_actions, elite_index, batch_dims=1)  # [B, K, H, A]
-      mean, variance = tf.nn.moments(elite_actions, axes=[1])
-      return iteration + 1, mean, tf.sqrt(variance)
+      new_mean, variance = tf.nn.moments(elite_actions, axes=[1])
+      new_std = tf.sqrt(variance)
+      # The gathers lose a static batch size; the loop needs it unchanged.
+      new_mean.set_shape(mean.shape)
+      new_std.set_shape(std.shape)
+      return iteration + 1, new_mean, new_std
 
     _, mean, std = tf.while_loop(
         lambda iteration, *_: iteration < self._iterations, refit,

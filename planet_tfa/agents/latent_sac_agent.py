@@ -142,6 +142,15 @@ class LatentSacAgent(tf_agent.TFAgent):
     return self._sac
 
   @property
+  def filter_network(self):
+    """The RSSM filter every acting policy steps (`RssmEncodingNetwork`)."""
+    return self._filter_network
+
+  @property
+  def actor_network(self):
+    return self._actor_network
+
+  @property
   def log_alpha(self):
     return self._sac._log_alpha  # pylint: disable=protected-access
 
