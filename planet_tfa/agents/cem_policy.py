@@ -170,6 +170,14 @@ class CemPlanningPolicy(tf_policy.TFPolicy):
     return self._num_candidates
 
   @property
+  def top_k(self):
+    return self._top_k
+
+  @property
+  def iterations(self):
+    return self._iterations
+
+  @property
   def num_actor_candidates(self):
     return self._num_actor_candidates
 

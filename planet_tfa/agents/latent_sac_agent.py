@@ -167,8 +167,10 @@ class LatentSacAgent(tf_agent.TFAgent):
             + self._sac._critic_network_2.trainable_variables  # pylint: disable=protected-access
             + [self.log_alpha])
 
-  def make_policy(self, kind, greedy, time_step_spec=None, action_spec=None):
-    """A new 'sac' or 'cem' policy on this agent's networks (no new variables)."""
+  def make_policy(self, kind, greedy, time_step_spec=None, action_spec=None,
+                  **planner_kwargs):
+    """A new 'sac' or 'cem' policy on this agent's networks (no new variables);
+    `planner_kwargs` override the gin-configured `CemPlanningPolicy` arguments."""
     time_step_spec = time_step_spec or self.time_step_spec
     action_spec = action_spec or self.action_spec
     if kind == 'sac':
@@ -184,7 +186,7 @@ class LatentSacAgent(tf_agent.TFAgent):
           time_step_spec, action_spec, self._filter_network,
           self._world_model.reward_decoder, actor_network=self._actor_network,
           critics=critics, critic_gamma=self._gamma,
-          critic_reward_scale=self._reward_scale_factor, greedy=greedy)
+          critic_reward_scale=self._reward_scale_factor, greedy=greedy, **planner_kwargs)
     raise config.ConfigError(f'unknown policy kind {kind!r}: choose one of {POLICY_KINDS}.')
 
   def export_policy(self, greedy=True, kind=None):
