@@ -174,6 +174,8 @@ class LatentSacAgent(tf_agent.TFAgent):
     time_step_spec = time_step_spec or self.time_step_spec
     action_spec = action_spec or self.action_spec
     if kind == 'sac':
+      if planner_kwargs:
+        raise ValueError(f'planner arguments {sorted(planner_kwargs)} given for the actor policy')
       return latent_policy.LatentActorPolicy(
           time_step_spec, action_spec, self._filter_network, self._actor_network,
           greedy=greedy)
