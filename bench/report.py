@@ -5,6 +5,7 @@ ISSUES = {
     3: 'Replay: storage, sampling, warm-up (issue 3)',
     5: 'Policy latency and replay persistence (issue 5)',
     8: 'Training: step time, parts, FLOP floors, memory, allocator, retracing (issue 8)',
+    12: 'CARLA observation building without a server (issue 12)',
     None: 'Failures',
 }
 # Keys left out of the table's details column (all of them are in the raw JSON).
@@ -12,7 +13,7 @@ HIDDEN = {'issue', 'name', 'value', 'unit', 'x_floor', 'rssm', 'matmul_gflops', 
           'note', 'frames', 'task', 'log_tail', 'all_s', 'window', 'policy', 'raw_obs_bytes',
           'sequence_length', 'stride', 'capacity_env_steps', 'episode_length', 'depth',
           'batch', 'seq', 'median_s', 'median_ms', 'repeats', 'log', 'cpu', 'cores', 'tf',
-          'gpus', 'date'}
+          'gpus', 'date', 'road_quads'}
 
 METHODS = """\
 ## How each figure is measured

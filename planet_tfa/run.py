@@ -37,9 +37,14 @@ OPERATIVE_CONFIG = 'operative_config.gin'
 EVAL_RECORDS = 'eval_returns.csv'
 
 
-def make_tf_env(env_loader, seed):
-  """Builds and steps the env in one dedicated thread (OpenGL contexts are per thread)."""
-  return tf_py_environment.TFPyEnvironment(lambda: env_loader(seed=seed), isolation=True)
+def make_tf_env(env_loader, seed, instance=None):
+  """Builds and steps the env in one dedicated thread (OpenGL contexts are per thread).
+
+  `instance` (a collector's number) reaches loaders that take it, e.g. CarlaEnv,
+  which talks to its own simulator port; None keeps the gin binding.
+  """
+  kwargs = {'seed': seed} if instance is None else {'seed': seed, 'instance': instance}
+  return tf_py_environment.TFPyEnvironment(lambda: env_loader(**kwargs), isolation=True)
 
 
 def close_tf_env(tf_env):
@@ -68,6 +73,7 @@ def train_eval(root_dir,
                sequence_length=9,
                eval_interval=10,
                eval_episodes=1,
+               eval_on_train_env=False,
                checkpoint_interval=10,
                summary_interval=1,
                image_summary_interval=10,
@@ -95,6 +101,10 @@ def train_eval(root_dir,
     batch_size: windows per train step.
     sequence_length: steps per replay window (T+1).
     eval_interval, eval_episodes: greedy evaluation cadence and size.
+    eval_on_train_env: evaluate on the training env between collection
+      episodes instead of on a second env. For simulators that are servers
+      (CARLA): two clients must not tick one world, and a second server per
+      run is rarely at hand. Evaluation episodes never reach the replay.
     checkpoint_interval: in iterations; the run checkpoint, the world-model
       checkpoint (ROOT/world_model) and the replay (ROOT/replay) are written
       together, so a resumed run's replay matches its counters.
@@ -141,12 +151,16 @@ def train_eval(root_dir,
 
   collects = remote is None or collect_episodes_per_iteration > 0
   train_env = make_tf_env(env_loader, seed) if collects else None
-  eval_env = make_tf_env(env_loader, seed + 1) if eval_episodes > 0 else None
+  eval_env = None
+  if eval_episodes > 0:
+    eval_env = (train_env if eval_on_train_env and train_env is not None
+                else make_tf_env(env_loader, seed + 1))
   if train_env is None:  # remote collectors gather the data: the specs suffice
     train_env = reverb_server.SpecsOnlyEnv(
         *reverb_server.env_specs(root_dir, env_loader, seed, tf_env=eval_env))
   opened_envs = [e for e in (train_env, eval_env)
                  if isinstance(e, tf_py_environment.TFPyEnvironment)]
+  opened_envs = list({id(e): e for e in opened_envs}.values())  # a shared env closes once
   try:
     train_step = tf.Variable(0, dtype=tf.int64, name='train_step')
     agent = latent_sac_agent.LatentSacAgent(

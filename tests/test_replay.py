@@ -128,6 +128,30 @@ def test_warmup_writes_exactly_n_episodes_and_eval_writes_none():
   server.stop()
 
 
+def test_evaluating_on_the_train_env_keeps_its_episodes_out_and_collection_consistent():
+  """eval_env is train_env (CARLA): evaluation runs between collection episodes."""
+  env = CountingEnv(episode_lengths=(10, 14, 12, 11, 13))
+  tf_env, policy, data_spec = _data_spec(env)
+  server = _server(data_spec)
+  collection = _collection(tf_env, policy, server, eval_env=tf_env)
+  collection.warmup(1)       # episode 0
+  collection.evaluate(2)     # episodes 1 and 2, on the same env
+  collection.collect(1)      # episode 3
+  assert int(collection.eval_metrics['episodes'].result()) == 2
+  assert int(collection.train_metrics['episodes'].result()) == 2
+  windows = _all_windows(server, data_spec)
+  state = windows.observation['state']
+  assert set(np.unique(state[:, :, 0])) == {0.0, 3.0}  # no evaluation episode
+  mask = world_model.valid_mask(tf.constant(windows.step_type)).numpy()
+  for row in range(state.shape[0]):
+    # Collection continued the env's own episode: consecutive steps from 0,
+    # no stale observation from before the evaluation.
+    valid = mask[row] > 0
+    np.testing.assert_array_equal(np.diff(state[row, valid, 1]), 1)
+  assert 0.0 in state[state[:, 0, 0] == 3.0][:, 0, 1]  # episode 3 starts at step 0
+  server.stop()
+
+
 def test_unfinished_episode_never_reaches_the_table():
   env = CountingEnv(episode_lengths=(30,))
   tf_env, policy, data_spec = _data_spec(env)

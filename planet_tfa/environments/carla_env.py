@@ -330,31 +330,41 @@ def ego_to_pixel(forward_right, geometry):
   return np.stack([rows, cols], axis=-1)
 
 
-def rasterize_polygon(mask, polygon_rc, value):
-  """Sets mask pixels whose centre lies inside the polygon (even-odd rule), in place.
+def rasterize_polygons(mask, polygons_rc, value, chunk=256):
+  """Sets mask pixels whose centre lies inside any polygon (even-odd rule), in place.
 
-  Works only inside the polygon's bounding box, so many small lane quads cost
-  little. polygon_rc: [K, 2] continuous (row, col) vertices, any winding.
+  polygons_rc: [N, K, 2] continuous (row, col) vertices, any winding. All
+  polygons are tested at once (a Python loop per lane quad cost ~50 us each);
+  a pixel is inside one when an odd number of its edges cross the pixel's row
+  to the right of the pixel centre.
   """
-  polygon_rc = np.asarray(polygon_rc, np.float64)
+  polygons = np.asarray(polygons_rc, np.float64)
+  polygons = polygons.reshape((-1,) + polygons.shape[-2:])
   height, width = mask.shape[:2]
-  row0 = max(int(math.ceil(polygon_rc[:, 0].min() - 0.5)), 0)
-  row1 = min(int(math.floor(polygon_rc[:, 0].max() - 0.5)), height - 1)
-  col0 = max(int(math.ceil(polygon_rc[:, 1].min() - 0.5)), 0)
-  col1 = min(int(math.floor(polygon_rc[:, 1].max() - 0.5)), width - 1)
-  if row0 > row1 or col0 > col1:
-    return mask
-  centre_rows = (np.arange(row0, row1 + 1) + 0.5)[:, None]
-  centre_cols = (np.arange(col0, col1 + 1) + 0.5)[None, :]
-  inside = np.zeros((row1 - row0 + 1, col1 - col0 + 1), bool)
-  for (r_a, c_a), (r_b, c_b) in zip(polygon_rc, np.roll(polygon_rc, -1, axis=0)):
-    if r_a == r_b:
-      continue  # A horizontal edge never crosses a row of centres.
-    crosses = (r_a > centre_rows) != (r_b > centre_rows)
-    col_at_row = c_a + (centre_rows - r_a) * (c_b - c_a) / (r_b - r_a)
-    inside ^= crosses & (centre_cols < col_at_row)
-  mask[row0:row1 + 1, col0:col1 + 1][inside] = value
+  low, high = polygons.min(axis=1), polygons.max(axis=1)
+  polygons = polygons[(high[:, 0] > 0) & (low[:, 0] < height)
+                      & (high[:, 1] > 0) & (low[:, 1] < width)]
+  centre_rows = np.arange(height) + 0.5
+  centre_cols = np.arange(width) + 0.5
+  covered = np.zeros((height, width), bool)
+  for first in range(0, len(polygons), chunk):
+    start = polygons[first:first + chunk]
+    end = np.roll(start, -1, axis=1)
+    r_a, c_a, r_b, c_b = start[..., 0], start[..., 1], end[..., 0], end[..., 1]
+    crosses = (r_a[..., None] > centre_rows) != (r_b[..., None] > centre_rows)  # [N, K, H]
+    with np.errstate(divide='ignore', invalid='ignore'):
+      # Horizontal edges never cross a row of centres; their NaNs stay masked.
+      col_at_row = c_a[..., None] + (centre_rows - r_a[..., None]) * (
+          (c_b - c_a) / (r_b - r_a))[..., None]
+    right_of_centre = crosses[..., None] & (centre_cols < col_at_row[..., None])  # [N,K,H,W]
+    covered |= (np.count_nonzero(right_of_centre, axis=1) % 2 == 1).any(axis=0)
+  mask[covered] = value
   return mask
+
+
+def rasterize_polygon(mask, polygon_rc, value):
+  """One polygon [K, 2]: see rasterize_polygons."""
+  return rasterize_polygons(mask, np.asarray(polygon_rc, np.float64)[None], value)
 
 
 def box_polygon(center_xy, yaw_deg, half_length, half_width):
@@ -381,18 +391,28 @@ def lane_segment_quads(start_xy, start_yaw_deg, start_width, end_xy, end_yaw_deg
   return np.stack([start_left, start_right, end_right, end_left], axis=1)
 
 
-def cull_polygons(polygons, ego_xy, radius):
-  """Keeps polygons [N, K, 2] that may reach within `radius` of the ego.
+class PolygonIndex:
+  """Polygons [N, K, 2] with their centres and radii, built once (per map, per route).
 
-  A polygon that reaches the disc has every vertex within radius plus its own
-  diameter, so that test keeps all of them and drops most others cheaply.
+  `near(xy, radius)` keeps every polygon that may reach within `radius` of xy:
+  one distance per polygon per step instead of one per vertex.
   """
-  polygons = np.asarray(polygons, np.float64)
-  if polygons.size == 0:
-    return polygons.reshape(0, 4, 2)
-  distance = np.linalg.norm(polygons - np.asarray(ego_xy, np.float64), axis=-1).min(-1)
-  diameter = np.linalg.norm(polygons[:, :, None] - polygons[:, None, :], axis=-1).max((1, 2))
-  return polygons[distance <= radius + diameter]
+
+  def __init__(self, polygons):
+    polygons = np.asarray(polygons, np.float64)
+    self.polygons = polygons.reshape((-1,) + (polygons.shape[-2:] if polygons.size else (4, 2)))
+    self.centres = self.polygons.mean(axis=1)
+    self.radii = np.linalg.norm(self.polygons - self.centres[:, None], axis=-1).max(
+        axis=1, initial=0.0)
+
+  def near(self, xy, radius):
+    distance = np.linalg.norm(self.centres - np.asarray(xy, np.float64), axis=-1)
+    return self.polygons[distance <= radius + self.radii]
+
+
+def cull_polygons(polygons, ego_xy, radius):
+  """Keeps polygons [N, K, 2] that may reach within `radius` of the ego (see PolygonIndex)."""
+  return PolygonIndex(polygons).near(ego_xy, radius)
 
 
 def view_radius(geometry):
@@ -419,10 +439,13 @@ def render_semantic_birdeye(geometry, ego_xy, ego_yaw_deg, road_polygons=(),
             (1, vehicle_polygons, VEHICLE_VALUE),
             (2, [] if ego_polygon is None else [ego_polygon], EGO_VALUE))
   for channel, polygons, value in layers:
+    polygons = np.asarray(polygons, np.float64)
+    if not polygons.size:
+      continue
+    polygons_rc = ego_to_pixel(world_to_ego(polygons.reshape(-1, 2), ego_xy, ego_yaw_deg),
+                               geometry).reshape(polygons.shape)
     plane = mask[:, :, channel]
-    for polygon in polygons:
-      polygon_rc = ego_to_pixel(world_to_ego(polygon, ego_xy, ego_yaw_deg), geometry)
-      rasterize_polygon(plane, polygon_rc, value)
+    rasterize_polygons(plane, polygons_rc, value)
   return mask
 
 
@@ -898,7 +921,7 @@ class CarlaEnv(py_environment.PyEnvironment):
     self._route_waypoints = []
     self._route_xy = np.zeros((0, 2))
     self._route_arc = np.zeros((0,))
-    self._route_quads = np.zeros((0, 4, 2))
+    self._route_quads = PolygonIndex(np.zeros((0, 4, 2)))
     self._route_segment = 0
     self._route_replans = 0
     self._route_arc_origin = 0.0
@@ -1020,8 +1043,9 @@ class CarlaEnv(py_environment.PyEnvironment):
     yaws = np.array([w.transform.rotation.yaw for w in waypoints])
     widths = np.array([w.lane_width for w in waypoints])
     self._route_arc = route_arc_lengths(self._route_xy) + self._route_arc_origin
-    self._route_quads = lane_segment_quads(self._route_xy[:-1], yaws[:-1], widths[:-1],
-                                           self._route_xy[1:], yaws[1:], widths[1:])
+    self._route_quads = PolygonIndex(lane_segment_quads(
+        self._route_xy[:-1], yaws[:-1], widths[:-1], self._route_xy[1:], yaws[1:],
+        widths[1:]))
 
   def _replan_from(self, waypoint, ego_xy):
     """Restarts the route at `waypoint`, keeping the arc length continuous.
@@ -1054,7 +1078,8 @@ class CarlaEnv(py_environment.PyEnvironment):
                        for w in waypoints]).reshape(-1, 2)
         return (xy, np.array([w.transform.rotation.yaw for w in waypoints]),
                 np.array([w.lane_width for w in waypoints]))
-      self._road_quads_by_map[name] = lane_segment_quads(*arrays(starts), *arrays(ends))
+      self._road_quads_by_map[name] = PolygonIndex(
+          lane_segment_quads(*arrays(starts), *arrays(ends)))
     return self._road_quads_by_map[name]
 
   # ---- episode ----
@@ -1164,8 +1189,8 @@ class CarlaEnv(py_environment.PyEnvironment):
     radius = view_radius(self._geometry)
     birdeye = render_semantic_birdeye(
         self._geometry, ego_xy, ego_yaw,
-        road_polygons=cull_polygons(self._road_quads(), ego_xy, radius),
-        route_polygons=cull_polygons(self._route_quads, ego_xy, radius),
+        road_polygons=self._road_quads().near(ego_xy, radius),
+        route_polygons=self._route_quads.near(ego_xy, radius),
         vehicle_polygons=cull_polygons(np.reshape(others_boxes, (-1, 4, 2)), ego_xy,
                                        radius),
         ego_polygon=box_polygon([ego_centre.x, ego_centre.y], ego_yaw, box.extent.x,

@@ -4,6 +4,7 @@ DeepMind Control from pixels repeats actions *inside* the dm_env, below the
 pixels wrapper, so only the frame the agent sees is rendered (TF-Agents'
 `ActionRepeat` wrapper would render every inner step).
 """
+import inspect
 import os
 
 # MuJoCo picks its GL backend when dm_control is imported: set it first.
@@ -144,9 +145,13 @@ def load_gym(name, max_episode_steps=None, seed=None):
 
 
 @gin.configurable
-def load_environment(loader=load_dmc_pixels, seed=None):
+def load_environment(loader=load_dmc_pixels, seed=None, instance=None):
   """The environment the run trains on; `loader` is chosen in gin.
 
   `seed` offsets the loader's own seed, so train and eval envs differ.
+  `instance` (a collector's number) goes to loaders that take one, such as
+  CarlaEnv (its own simulator and Traffic Manager ports); others ignore it.
   """
+  if instance is not None and 'instance' in inspect.signature(loader).parameters:
+    return loader(seed=seed, instance=instance)
   return loader(seed=seed)
