@@ -43,8 +43,8 @@ def make_tf_env(env_loader, seed, instance=None):
   `instance` (a collector's number) reaches loaders that take it, e.g. CarlaEnv,
   which talks to its own simulator port; None keeps the gin binding.
   """
-  kwargs = {'seed': seed} if instance is None else {'seed': seed, 'instance': instance}
-  return tf_py_environment.TFPyEnvironment(lambda: env_loader(**kwargs), isolation=True)
+  return tf_py_environment.TFPyEnvironment(
+      lambda: suites.call_loader(env_loader, seed, instance), isolation=True)
 
 
 def close_tf_env(tf_env):

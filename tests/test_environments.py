@@ -1,8 +1,10 @@
 """The DeepMind Control pixel loader, on the real dm_control cartpole."""
+import inspect
 import os
 
 import numpy as np
 
+from planet_tfa.environments import carla_env
 from planet_tfa.environments import suites
 
 
@@ -78,3 +80,18 @@ def test_the_step_after_last_starts_a_new_episode_with_first():
     assert step_types[6:11] == [1, 1, 1, 1, 2]
   finally:
     env.close()
+
+
+def test_collector_instance_reaches_only_loaders_that_take_one():
+  calls = []
+  def simulator_loader(seed=None, instance=0):
+    calls.append((seed, instance))
+  def plain_loader(seed=None):
+    calls.append((seed,))
+  suites.call_loader(simulator_loader, 7, instance=3)
+  suites.call_loader(plain_loader, 7, instance=3)
+  suites.call_loader(simulator_loader, 7)  # no instance: the gin binding stays in force
+  assert calls == [(7, 3), (7,), (7, 0)]
+  assert 'instance' in inspect.signature(carla_env.CarlaEnv).parameters
+  suites.load_environment(loader=simulator_loader, seed=1, instance=2)
+  assert calls[-1] == (1, 2)

@@ -152,6 +152,11 @@ def load_environment(loader=load_dmc_pixels, seed=None, instance=None):
   `instance` (a collector's number) goes to loaders that take one, such as
   CarlaEnv (its own simulator and Traffic Manager ports); others ignore it.
   """
+  return call_loader(loader, seed, instance)
+
+
+def call_loader(loader, seed, instance=None):
+  """loader(seed=seed), plus instance=... when given and the loader takes one."""
   if instance is not None and 'instance' in inspect.signature(loader).parameters:
     return loader(seed=seed, instance=instance)
   return loader(seed=seed)
