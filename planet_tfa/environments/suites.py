@@ -135,9 +135,24 @@ def load_dmc_pixels(domain_task='cartpole-swingup', action_repeat=None, image_si
 
 @gin.configurable
 def load_gym(name, max_episode_steps=None, seed=None):
-  """A gym task; a non-dict observation becomes {'state': obs}."""
+  """A gym task; a non-dict observation becomes {'state': obs}.
+
+  Episodes cut by the step limit (`max_episode_steps`, else the one gym
+  registered for the task) end with LAST and discount 1 (a truncation, so
+  SAC bootstraps); only the task's own `done` is a terminal (discount 0).
+  """
+  import gym  # pylint: disable=g-import-not-at-top
   from tf_agents.environments import suite_gym  # pylint: disable=g-import-not-at-top
-  env = suite_gym.load(name, max_episode_steps=max_episode_steps)
+  gym_spec = gym.spec(name)
+  env = gym_spec.make()
+  # gym 0.23's make() adds its own TimeLimit, whose done=True TF-Agents'
+  # GymWrapper turns into a termination (discount 0). Drop it and let
+  # TF-Agents' TimeLimit end the episode as a truncation instead.
+  while isinstance(env, gym.wrappers.TimeLimit):
+    env = env.env
+  if max_episode_steps is None:
+    max_episode_steps = gym_spec.max_episode_steps
+  env = suite_gym.wrap_env(env, max_episode_steps=max_episode_steps or 0)
   if seed is not None:
     env.seed(seed)
   return PlainDictObservation(env)
