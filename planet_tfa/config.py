@@ -16,6 +16,17 @@ class ConfigError(ValueError):
   """A gin file or binding is wrong."""
 
 
+# Bindings that no longer exist -> what replaced them. Gin files written for an
+# older version fail at start with the new name instead of a bare "unknown
+# parameter".
+RENAMED_BINDINGS = {
+    'make_experience_table.stride_length': 'window_stride.stride_length',
+    'ReverbEpisodeObserver.stride_length': 'window_stride.stride_length',
+    'capacity_in_items.stride_length': 'window_stride.stride_length',
+    'capacity_in_items.capacity_env_steps': 'make_experience_table.capacity_env_steps',
+}
+
+
 def import_configurables():
   # pylint: disable=g-import-not-at-top,unused-import
   from planet_tfa import run
@@ -55,9 +66,13 @@ def parse(gin_files, gin_params=()):
   try:
     gin.parse_config_files_and_bindings(files, list(gin_params), finalize_config=False)
   except (ValueError, KeyError, TypeError, SyntaxError, IOError) as error:
+    # gin quotes the failing line, so an old name in the message is the cause.
+    renamed = [f'`{old}` is now `{new}`: rename the binding.'
+               for old, new in RENAMED_BINDINGS.items() if old in str(error)]
     raise ConfigError(
         f'bad gin configuration: {error}\n(files: {files}, bindings: {list(gin_params)}). '
-        'Check the spelling of the configurable and parameter names.') from error
+        + (' '.join(renamed) if renamed else
+           'Check the spelling of the configurable and parameter names.')) from error
   finally:
     logging.getLogger().removeFilter(quiet)
 
@@ -72,11 +87,16 @@ class _DropMessages(logging.Filter):
     return not str(record.msg).startswith(self._prefix)
 
 
+def exit_with(error):
+  """The one way command-line programs report a ConfigError: the message, exit 2."""
+  import sys  # pylint: disable=g-import-not-at-top
+  print(f'error: {error}', file=sys.stderr)
+  sys.exit(2)
+
+
 def parse_or_exit(gin_files, gin_params=()):
   """For command-line entry points: parse, or print the error and exit 2."""
-  import sys  # pylint: disable=g-import-not-at-top
   try:
     parse(gin_files or [DEFAULT_GIN_FILE], gin_params)
   except ConfigError as error:
-    print(f'error: {error}', file=sys.stderr)
-    sys.exit(2)
+    exit_with(error)

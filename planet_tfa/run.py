@@ -24,6 +24,7 @@ from planet_tfa import checkpoints
 from planet_tfa import export
 from planet_tfa import stop_signals
 from planet_tfa import summaries
+from planet_tfa import validation
 from planet_tfa.agents import latent_sac_agent
 from planet_tfa.drivers import episode_drivers
 from planet_tfa.drivers import observers
@@ -126,6 +127,8 @@ def train_eval(root_dir,
     remote_wait_for_data_s: how long to wait for collectors to fill the remote
       table up to its minimum size before raising ReplayEmptyError.
   """
+  # Bad settings fail here, before any directory, env, model or warm-up.
+  validation.check_train_eval(dict(locals()))
   root_dir = os.path.abspath(os.path.expanduser(root_dir))
   os.makedirs(root_dir, exist_ok=True)
   tf.keras.utils.set_random_seed(seed)  # Python, NumPy, TF and Keras initialisers

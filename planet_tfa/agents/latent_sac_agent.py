@@ -156,6 +156,13 @@ class LatentSacAgent(tf_agent.TFAgent):
     """Consecutive pairs of each window as a flat [B * T] Transition + weights."""
     mask = world_model_lib.valid_mask(experience.step_type)
     num_pairs = experience.step_type.shape[1] - 1
+    if num_pairs is not None and self._sac_burn_in >= num_pairs:
+      # Only windows starting at FIRST would feed SAC: refuse rather than
+      # silently learn from episode starts alone.
+      raise ValueError(
+          f'LatentSacAgent.sac_burn_in={self._sac_burn_in} >= the {num_pairs} pairs of a '
+          f'{num_pairs + 1}-step window (train_eval.sequence_length): use sac_burn_in '
+          f'<= {num_pairs - 1} or longer windows.')
     pair = lambda x: x[:, :-1]
     nxt = lambda x: x[:, 1:]
     time_steps = ts.TimeStep(

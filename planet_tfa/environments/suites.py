@@ -96,6 +96,22 @@ class PlainDictObservation(wrappers.PyEnvironmentBaseWrapper):
     return time_step._replace(observation=self._convert(time_step.observation))
 
 
+def dmc_task_names():
+  """Every DeepMind Control task as 'domain-task' (what `domain_task` takes)."""
+  from dm_control import suite  # pylint: disable=g-import-not-at-top
+  return [f'{domain}-{task}' for domain, task in suite.ALL_TASKS]
+
+
+def check_dmc_task(domain_task):
+  """Raises `config.ConfigError` naming the binding and the valid tasks."""
+  names = dmc_task_names()
+  if domain_task not in names:
+    from planet_tfa import config  # pylint: disable=g-import-not-at-top
+    raise config.ConfigError(
+        f'load_dmc_pixels.domain_task={domain_task!r} is not a DeepMind Control task. '
+        f'Valid tasks (domain-task): {", ".join(names)}')
+
+
 @gin.configurable
 def load_dmc_pixels(domain_task='cartpole-swingup', action_repeat=None, image_size=64,
                     camera_id=0, fast_render=True, seed=None, time_limit=None):
@@ -114,6 +130,7 @@ def load_dmc_pixels(domain_task='cartpole-swingup', action_repeat=None, image_si
   from dm_control.suite.wrappers import pixels  # pylint: disable=g-import-not-at-top
   from tf_agents.environments import dm_control_wrapper  # pylint: disable=g-import-not-at-top
 
+  check_dmc_task(domain_task)  # else dm_control's "Domain 'no' does not exist"
   domain, task = domain_task.split('-', 1)
   if action_repeat is None:
     action_repeat = PLANET_ACTION_REPEAT.get(domain_task, 2)
