@@ -1,7 +1,8 @@
 """The training loop behind `train_eval.py`: collect, train, evaluate, save.
 
 One iteration = `collect_episodes_per_iteration` policy episodes into the
-replay, then `train_steps_per_iteration` agent train steps on sampled windows;
+replay, then the train steps they earn at `train_steps_per_env_step` (or a
+fixed `train_steps_per_iteration`) on sampled windows;
 every `eval_interval` iterations `eval_episodes` greedy episodes on a separate
 environment. Layout of ROOT:
   operative_config.gin    the full configuration the run used
@@ -22,6 +23,7 @@ from tf_agents.utils import common
 
 from planet_tfa import checkpoints
 from planet_tfa import export
+from planet_tfa import schedule
 from planet_tfa import stop_signals
 from planet_tfa import summaries
 from planet_tfa import validation
@@ -64,7 +66,8 @@ def train_eval(root_dir,
                num_iterations=1000,
                initial_collect_episodes=5,
                collect_episodes_per_iteration=1,
-               train_steps_per_iteration=100,
+               train_steps_per_iteration=None,
+               train_steps_per_env_step=0.1,
                batch_size=32,
                sequence_length=9,
                eval_interval=10,
@@ -92,7 +95,16 @@ def train_eval(root_dir,
     num_iterations: total iterations of the run (a resumed run continues to it).
     initial_collect_episodes: random-policy episodes before training, skipped
       when the (restored) replay already holds windows.
-    collect_episodes_per_iteration, train_steps_per_iteration: the data ratio.
+    collect_episodes_per_iteration: policy episodes per iteration.
+    train_steps_per_env_step: the data ratio: train steps per environment
+      step, where an environment step is a physics step (agent steps x the
+      env's action repeat; see `schedule`). Each iteration trains for the
+      steps its episodes earned, fractions carried over; the warm-up earns
+      none. SLAC's one per agent step is 1 / action repeat; 0.1 (Dreamer's
+      ratio) = 100 train steps per 1000-physics-step DMC episode.
+    train_steps_per_iteration: instead of the ratio, a fixed number per
+      iteration (a learner fed by remote collectors only needs it). Set one
+      of the two and the other to None.
     batch_size: windows per train step.
     sequence_length: steps per replay window (T+1).
     eval_interval, eval_episodes: greedy evaluation cadence and size.
@@ -150,6 +162,9 @@ def train_eval(root_dir,
         *reverb_server.env_specs(root_dir, env_loader, seed, tf_env=eval_env))
   opened_envs = [e for e in (train_env, eval_env)
                  if isinstance(e, tf_py_environment.TFPyEnvironment)]
+  action_repeat = schedule.action_repeat_of(train_env if collects else eval_env)
+  train_schedule = schedule.TrainSchedule(train_steps_per_iteration,
+                                          train_steps_per_env_step, action_repeat)
   try:
     train_step = tf.Variable(0, dtype=tf.int64, name='train_step')
     agent = latent_sac_agent.LatentSacAgent(
@@ -245,8 +260,9 @@ def train_eval(root_dir,
                              and time.time() - progress.started_at > time_budget_s)
       while (int(iteration.numpy()) < num_iterations and stop.signal is None
              and not out_of_time()):
+        steps_before = counters()['env_steps']
         collection.collect(collect_episodes_per_iteration)
-        for _ in range(train_steps_per_iteration):
+        for _ in range(train_schedule.train_steps(counters()['env_steps'] - steps_before)):
           experience = next(sampler)
           if sac_sampler is None:
             loss_info = train_fn(experience)
@@ -330,6 +346,9 @@ def train_eval(root_dir,
         'iterations': int(iteration.numpy()),
         'train_steps': int(train_step.numpy()),
         'env_steps': int(collection.train_metrics['env_steps'].result()),
+        # Environment (physics) steps: the unit of train_steps_per_env_step.
+        'physics_steps': int(collection.train_metrics['env_steps'].result()) * action_repeat,
+        'action_repeat': action_repeat,
         'episodes': int(collection.train_metrics['episodes'].result()),
         'last_eval_return': last_eval_return,
         'best_eval_return': (float(best_eval_return.numpy())

@@ -48,6 +48,9 @@ _TRAIN_EVAL_RULES = {
     'policy_export_interval': (_WHOLE_AT_LEAST_0, False, 'iterations between exports'),
     'sample_timeout_s': (_POSITIVE, False, 'seconds to wait for a replay sample'),
     'sac_batch_size': (_WHOLE_AT_LEAST_1, True, "SAC's own windows per train step"),
+    'train_steps_per_iteration': (_WHOLE_AT_LEAST_0, True, 'train steps per iteration'),
+    'train_steps_per_env_step': ((lambda v: _is_number(v) and v >= 0, 'a number >= 0'), True,
+                                 'train steps per environment step'),
     'time_budget_s': (_POSITIVE, True, 'wall-clock seconds for the run'),
     'freeze_world_model': (_BOOL, False, 'keep the world model fixed'),
     'world_model_only': (_BOOL, False, 'train the world model alone'),
@@ -104,6 +107,8 @@ def check_train_eval(settings):
           f'train_eval.{name}={_describe(value)}: must be {valid}'
           f'{" or None" if optional else ""} ({meaning}).')
 
+  _check_data_ratio(settings)
+
   if settings['freeze_world_model'] and not settings['world_model_checkpoint']:
     raise SettingError(
         'train_eval.freeze_world_model=True without train_eval.world_model_checkpoint '
@@ -127,6 +132,31 @@ def check_train_eval(settings):
         f'{burn_in + 1}).')
 
   _check_env_bindings()
+
+
+def _check_data_ratio(settings):
+  """Exactly one form of the data ratio, and one the learner can count."""
+  per_iteration = settings.get('train_steps_per_iteration')
+  per_env_step = settings.get('train_steps_per_env_step')
+  if per_iteration is not None and per_env_step is not None:
+    raise SettingError(
+        f'train_eval.train_steps_per_iteration={per_iteration} and '
+        f'train_eval.train_steps_per_env_step={per_env_step} are both set: they are two '
+        'forms of the data ratio. Keep one and set the other to None, e.g. '
+        "--gin_param='train_eval.train_steps_per_iteration=None'.")
+  if per_iteration is None and per_env_step is None:
+    raise SettingError(
+        'train_eval.train_steps_per_iteration and train_eval.train_steps_per_env_step are '
+        'both None: set one (train_steps_per_env_step = 0.1 is the default in '
+        'gin/defaults.gin).')
+  remote_only = (settings.get('replay_server')
+                 and not settings.get('remote_collect_episodes_per_iteration'))
+  if remote_only and per_env_step is not None:
+    raise SettingError(
+        f'train_eval.train_steps_per_env_step={per_env_step} with --replay_server and '
+        'train_eval.remote_collect_episodes_per_iteration=0: this learner collects '
+        'nothing, so it cannot count the environment steps its train steps are owed for. '
+        'Set train_eval.train_steps_per_iteration (and train_steps_per_env_step=None).')
 
 
 def _check_env_bindings():

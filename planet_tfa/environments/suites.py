@@ -69,11 +69,17 @@ class PlainDictObservation(wrappers.PyEnvironmentBaseWrapper):
   one container type everywhere keeps nest structures comparable.
   """
 
-  def __init__(self, env, key='state', on_close=None):
+  def __init__(self, env, key='state', on_close=None, action_repeat=1):
     super().__init__(env)
+    self._action_repeat = action_repeat
     self._key = key
     self._wrap = not isinstance(env.observation_spec(), dict)
     self._on_close = on_close
+
+  @property
+  def action_repeat(self):
+    """Environment (physics) steps per agent step (see `planet_tfa.schedule`)."""
+    return self._action_repeat
 
   def close(self):
     if self._on_close is not None:
@@ -147,7 +153,7 @@ def load_dmc_pixels(domain_task='cartpole-swingup', action_repeat=None, image_si
   # Free the OpenGL context on close, in the thread that rendered with it;
   # otherwise it is freed at exit from another thread and EGL refuses.
   return PlainDictObservation(dm_control_wrapper.DmControlWrapper(env, render_kwargs),
-                              on_close=env.physics.free)
+                              on_close=env.physics.free, action_repeat=action_repeat)
 
 
 @gin.configurable
