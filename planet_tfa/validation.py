@@ -131,6 +131,14 @@ def check_train_eval(settings):
         f'starts. Use sac_burn_in <= {pairs - 1} or a longer sequence_length (> '
         f'{burn_in + 1}).')
 
+  greedy_filter = bound_value('LatentSacAgent', 'greedy_filter',
+                              latent_sac_agent.LatentSacAgent)
+  if greedy_filter not in latent_sac_agent.LatentSacAgent.GREEDY_FILTERS:
+    raise SettingError(
+        f'LatentSacAgent.greedy_filter={greedy_filter!r}: use one of '
+        f'{latent_sac_agent.LatentSacAgent.GREEDY_FILTERS} (the greedy policy filters with '
+        'the posterior mean or a posterior sample).')
+
   _check_env_bindings()
 
 

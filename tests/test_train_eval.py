@@ -185,3 +185,22 @@ def test_time_budget_stops_the_run_evaluates_and_says_so(tmp_path):
   with open(root / 'eval_returns.csv') as f:
     rows = f.read().splitlines()
   assert rows[0].startswith('iteration,') and [r.split(',')[0] for r in rows[1:]] == ['1']
+
+
+def test_eval_filter_measures_both_filters_on_one_checkpoint(tiny_run, tmp_path):
+  out = tmp_path / 'filters.json'
+  result = subprocess.run(
+      [sys.executable, '-m', 'bench.eval_filter', f'--root_dir={tiny_run[0]}',
+       '--episodes=3', f'--out={out}'], capture_output=True, text=True, timeout=300, cwd=REPO)
+  assert result.returncode == 0, result.stderr[-3000:]
+  import json  # pylint: disable=g-import-not-at-top
+  report = json.loads(out.read_text())
+  assert report['configured_filter'] == 'mean' and report['train_step'] > 0
+  assert sorted(report['filters']) == ['mean', 'sample']
+  for name, scores in report['filters'].items():
+    assert len(scores['returns']) == 3, name
+    assert abs(scores['mean'] - np.mean(scores['returns'])) < 0.01
+  # The mean filter is deterministic: the same env seed gives the same returns.
+  from bench import eval_filter  # pylint: disable=g-import-not-at-top
+  again = eval_filter.evaluate_root(str(tiny_run[0]), 3, ['mean'])
+  assert again['filters']['mean']['returns'] == report['filters']['mean']['returns']

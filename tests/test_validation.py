@@ -137,3 +137,9 @@ def test_train_eval_rejects_a_root_dir_that_is_a_file(tmp_path):
   assert f'--root_dir={str(path)!r} is an existing file' in result.stderr
   assert 'Warm-up' not in result.stdout
   assert path.read_text() == 'mine'
+
+
+def test_bad_greedy_filter_is_rejected_at_start(tmp_path):
+  gin.bind_parameter('LatentSacAgent.greedy_filter', 'mode')
+  message = start_with(tmp_path)
+  assert "LatentSacAgent.greedy_filter='mode'" in message and "'sample'" in message
