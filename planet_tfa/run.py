@@ -79,6 +79,7 @@ def train_eval(root_dir,
                sample_timeout_s=60.0,
                sac_batch_size=None,
                time_budget_s=None,
+               env_step_budget=None,
                world_model_checkpoint=None,
                freeze_world_model=False,
                world_model_only=False,
@@ -120,6 +121,9 @@ def train_eval(root_dir,
       encoded without gradients (SLAC's layout, a second encoder pass).
     time_budget_s: stop (checkpointed, evaluated) once this much wall time has
       passed in this process; None: no limit. For equal-budget comparisons.
+    env_step_budget: stop (checkpointed, evaluated) once the run has
+      collected this many environment (physics) steps, warm-up included: the
+      papers' "100k environment steps". None: no limit.
     world_model_checkpoint: a run root or checkpoint whose world model
       (encoders, RSSM, decoders, reward head) initialises this run's; actor,
       critics and alpha start fresh. Only used when the run has no checkpoint.
@@ -258,8 +262,10 @@ def train_eval(root_dir,
     try:
       out_of_time = lambda: (time_budget_s is not None
                              and time.time() - progress.started_at > time_budget_s)
+      out_of_data = lambda: (env_step_budget is not None
+                             and counters()['env_steps'] * action_repeat >= env_step_budget)
       while (int(iteration.numpy()) < num_iterations and stop.signal is None
-             and not out_of_time()):
+             and not out_of_time() and not out_of_data()):
         steps_before = counters()['env_steps']
         collection.collect(collect_episodes_per_iteration)
         for _ in range(train_schedule.train_steps(counters()['env_steps'] - steps_before)):
@@ -298,7 +304,8 @@ def train_eval(root_dir,
                                summaries.open_loop_strip(truth, prediction), step=step)
 
         if eval_env is not None and eval_interval and (
-            it % eval_interval == 0 or it == num_iterations or out_of_time()):
+            it % eval_interval == 0 or it == num_iterations or out_of_time()
+            or out_of_data()):
           last_eval_return = collection.evaluate(eval_episodes)
           _append_eval_record(root_dir, {
               'iteration': it, 'train_step': int(train_step.numpy()),
@@ -357,7 +364,8 @@ def train_eval(root_dir,
         # What ended the loop: a signal, num_iterations, else the wall-clock budget
         # (asked after the loop, the clock would also count the final save).
         'stopped_by': stop.signal or (
-            'num_iterations' if int(iteration.numpy()) >= num_iterations else 'time_budget_s'),
+            'num_iterations' if int(iteration.numpy()) >= num_iterations else
+            'env_step_budget' if out_of_data() else 'time_budget_s'),
         'wall_time_s': round(time.time() - progress.started_at, 1),
     }
   except BaseException:

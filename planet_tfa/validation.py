@@ -52,6 +52,8 @@ _TRAIN_EVAL_RULES = {
     'train_steps_per_env_step': ((lambda v: _is_number(v) and v >= 0, 'a number >= 0'), True,
                                  'train steps per environment step'),
     'time_budget_s': (_POSITIVE, True, 'wall-clock seconds for the run'),
+    'env_step_budget': (_WHOLE_AT_LEAST_1, True,
+                        'environment (physics) steps to collect, warm-up included'),
     'freeze_world_model': (_BOOL, False, 'keep the world model fixed'),
     'world_model_only': (_BOOL, False, 'train the world model alone'),
     'seed': (_WHOLE_AT_LEAST_0, False, 'the random seed'),
@@ -159,6 +161,12 @@ def _check_data_ratio(settings):
         'gin/defaults.gin).')
   remote_only = (settings.get('replay_server')
                  and not settings.get('remote_collect_episodes_per_iteration'))
+  if remote_only and settings.get('env_step_budget') is not None:
+    raise SettingError(
+        f'train_eval.env_step_budget={settings["env_step_budget"]} with --replay_server and '
+        'train_eval.remote_collect_episodes_per_iteration=0: this learner collects nothing '
+        'and cannot count environment steps. Use train_eval.num_iterations or '
+        'train_eval.time_budget_s to end it.')
   if remote_only and per_env_step is not None:
     raise SettingError(
         f'train_eval.train_steps_per_env_step={per_env_step} with --replay_server and '

@@ -68,3 +68,29 @@ def test_ratio_needs_local_data_on_a_remote_only_learner(tiny_gin, tmp_path):
                    replay_server='localhost:1', remote_collect_episodes_per_iteration=0,
                    train_steps_per_iteration=None, train_steps_per_env_step=0.1)
   assert 'train_eval.train_steps_per_iteration' in str(raised.value)
+
+
+def test_env_step_budget_stops_the_run_in_physics_steps(tiny_gin, tmp_path):
+  # Physics steps at repeat 2: warm-up 10, then 24 (34), 6 (40), 40 (80 >= 50): stop.
+  root = tmp_path / 'run'
+  result = run.train_eval(
+      str(root), env_loader=counting_loader, num_iterations=100, env_step_budget=50,
+      initial_collect_episodes=1, collect_episodes_per_iteration=1,
+      train_steps_per_iteration=None, train_steps_per_env_step=0.05,
+      eval_interval=0, eval_episodes=0, image_summary_interval=0, policy_export_interval=0)
+  assert result['stopped_by'] == 'env_step_budget'
+  assert result['iterations'] == 3 and result['physics_steps'] == 80
+  # Resuming a run that has spent its budget does no more iterations.
+  gin.clear_config()
+  config.parse(['dmc_cartpole_swingup.gin', 'tiny.gin'])
+  again = run.train_eval(
+      str(root), env_loader=counting_loader, num_iterations=100, env_step_budget=50,
+      initial_collect_episodes=1, train_steps_per_iteration=None,
+      train_steps_per_env_step=0.05, eval_interval=0, eval_episodes=0,
+      image_summary_interval=0, policy_export_interval=0)
+  assert again['iterations'] == 3 and again['stopped_by'] == 'env_step_budget'
+
+
+def test_env_step_budget_must_be_a_positive_whole_number(tiny_gin, tmp_path):
+  with pytest.raises(validation.SettingError, match=r"train_eval.env_step_budget='1e5'"):
+    run.train_eval(str(tmp_path / 'run'), env_loader=counting_loader, env_step_budget='1e5')
