@@ -28,6 +28,29 @@ def _episode_returns(tf_env, policy, episodes):
   return returns
 
 
+def random_policy_return(gin_files, gin_params, episodes):
+  """Average return of uniform random actions on the configured task's eval env."""
+  import gin  # pylint: disable=g-import-not-at-top
+  from planet_tfa import config  # pylint: disable=g-import-not-at-top
+  config.parse(gin_files, gin_params)
+  env_loader = gin.query_parameter('train_eval.env_loader').scoped_configurable_fn
+  seed = gin.query_parameter('train_eval.seed') if 'train_eval.seed' in gin.config_str() else 0
+  env = env_loader(seed=seed + 1)
+  rng = np.random.default_rng(0)
+  spec = env.action_spec()
+  returns = []
+  for _ in range(episodes):
+    time_step = env.reset()
+    total = 0.0
+    while not time_step.is_last():
+      time_step = env.step(rng.uniform(spec.minimum, spec.maximum, spec.shape).astype(spec.dtype))
+      total += float(time_step.reward)
+    returns.append(total)
+  env.close()
+  gin.clear_config()
+  return float(np.mean(returns)), float(np.std(returns))
+
+
 def evaluate_root(root_dir, episodes=10, filters=None, seed=None):
   """Greedy returns of a run's newest checkpoint, per filter.
 
