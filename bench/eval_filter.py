@@ -70,7 +70,7 @@ def evaluate_root(root_dir, episodes=10, filters=None, seed=None):
   results = {}
   for greedy_filter in filters:
     # The env loader reads its gin bindings when called: parse the run's config.
-    config.parse([os.path.join(root_dir, run.OPERATIVE_CONFIG)])
+    config.parse_run_config(os.path.join(root_dir, run.OPERATIVE_CONFIG))
     try:
       settings = reverb_server.train_eval_settings()
       env_seed = settings['seed'] + 1 if seed is None else seed

@@ -5,6 +5,8 @@ configurable or parameter fails at start instead of being ignored.
 """
 import logging
 import os
+import re
+import tempfile
 
 import gin
 
@@ -75,6 +77,29 @@ def parse(gin_files, gin_params=()):
            'Check the spelling of the configurable and parameter names.')) from error
   finally:
     logging.getLogger().removeFilter(quiet)
+
+
+def upgrade_renamed(config_text):
+  """A gin config with the renamed bindings written under their new names.
+
+  For configs a run wrote itself (operative_config.gin): they record every
+  parameter, so an older run's has the old names and must still load.
+  """
+  for old, new in RENAMED_BINDINGS.items():
+    config_text = re.sub(rf'(?m)^(\s*(?:\S+/)?){re.escape(old)}(?=\s*=)', rf'\g<1>{new}',
+                         config_text)
+  return config_text
+
+
+def parse_run_config(path):
+  """Parses a run's own operative_config.gin, older versions' names included."""
+  with open(path) as f:
+    text = upgrade_renamed(f.read())
+  with tempfile.TemporaryDirectory() as staging:
+    upgraded = os.path.join(staging, os.path.basename(path))
+    with open(upgraded, 'w') as f:
+      f.write(text)
+    parse([upgraded])
 
 
 class _DropMessages(logging.Filter):

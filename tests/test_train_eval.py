@@ -204,3 +204,15 @@ def test_eval_filter_measures_both_filters_on_one_checkpoint(tiny_run, tmp_path)
   from bench import eval_filter  # pylint: disable=g-import-not-at-top
   again = eval_filter.evaluate_root(str(tiny_run[0]), 3, ['mean'])
   assert again['filters']['mean']['returns'] == report['filters']['mean']['returns']
+
+
+def test_runs_of_the_previous_version_still_load_for_export(tiny_run, tmp_path):
+  import shutil  # pylint: disable=g-import-not-at-top
+  from planet_tfa import export  # pylint: disable=g-import-not-at-top
+  old_root = tmp_path / 'old_run'
+  shutil.copytree(tiny_run[0], old_root)
+  # What a run of the previous version recorded: the two stride settings.
+  with open(old_root / 'operative_config.gin', 'a') as f:
+    f.write('make_experience_table.stride_length = 1\nReverbEpisodeObserver.stride_length = 1\n')
+  agent, _ = export.load_agent_from_root(str(old_root))
+  assert int(agent.train_step_counter.numpy()) > 0

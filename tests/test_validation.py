@@ -143,3 +143,12 @@ def test_bad_greedy_filter_is_rejected_at_start(tmp_path):
   gin.bind_parameter('LatentSacAgent.greedy_filter', 'mode')
   message = start_with(tmp_path)
   assert "LatentSacAgent.greedy_filter='mode'" in message and "'sample'" in message
+
+
+def test_a_run_config_of_an_older_version_upgrades_renamed_bindings():
+  old = ('make_experience_table.stride_length = 2\n'
+         'eval/ReverbEpisodeObserver.stride_length = 2\n'
+         'make_experience_table.capacity_env_steps = 100\n')
+  assert config.upgrade_renamed(old) == ('window_stride.stride_length = 2\n'
+                                         'eval/window_stride.stride_length = 2\n'
+                                         'make_experience_table.capacity_env_steps = 100\n')
