@@ -101,8 +101,9 @@ def train_eval(root_dir,
       step, where an environment step is a physics step (agent steps x the
       env's action repeat; see `schedule`). Each iteration trains for the
       steps its episodes earned, fractions carried over; the warm-up earns
-      none. SLAC's one per agent step is 1 / action repeat; 0.1 (Dreamer's
-      ratio) = 100 train steps per 1000-physics-step DMC episode.
+      none (with remote collectors: only this process's episodes earn). SLAC's
+      one per agent step is 1 / action repeat; 0.1 (Dreamer's ratio) = 100
+      train steps per 1000-physics-step DMC episode.
     train_steps_per_iteration: instead of the ratio, a fixed number per
       iteration (a learner fed by remote collectors only needs it). Set one
       of the two and the other to None.
@@ -166,10 +167,11 @@ def train_eval(root_dir,
         *reverb_server.env_specs(root_dir, env_loader, seed, tf_env=eval_env))
   opened_envs = [e for e in (train_env, eval_env)
                  if isinstance(e, tf_py_environment.TFPyEnvironment)]
-  action_repeat = schedule.action_repeat_of(train_env if collects else eval_env)
-  train_schedule = schedule.TrainSchedule(train_steps_per_iteration,
-                                          train_steps_per_env_step, action_repeat)
   try:
+    # Environment steps per agent step, for the data ratio and the env-step budget.
+    action_repeat = schedule.action_repeat_of(train_env if collects else eval_env)
+    train_schedule = schedule.TrainSchedule(train_steps_per_iteration,
+                                            train_steps_per_env_step, action_repeat)
     train_step = tf.Variable(0, dtype=tf.int64, name='train_step')
     agent = latent_sac_agent.LatentSacAgent(
         train_env.time_step_spec(), train_env.action_spec(), train_step_counter=train_step,
@@ -361,8 +363,9 @@ def train_eval(root_dir,
         'best_eval_return': (float(best_eval_return.numpy())
                              if np.isfinite(best_eval_return.numpy()) else None),
         'replay_windows': replay_server.table_size(),
-        # What ended the loop: a signal, num_iterations, else the wall-clock budget
-        # (asked after the loop, the clock would also count the final save).
+        # What ended the loop: a signal, num_iterations, the env-step budget, else
+        # the wall-clock budget (asked after the loop, the clock would also count
+        # the final save).
         'stopped_by': stop.signal or (
             'num_iterations' if int(iteration.numpy()) >= num_iterations else
             'env_step_budget' if out_of_data() else 'time_budget_s'),
