@@ -320,3 +320,24 @@ def test_samples_per_insert_rate_limiter_holds_the_learner_to_the_ratio():
   with pytest.raises(ValueError, match='samples_per_insert'):
     replay.make_rate_limiter('samples_per_insert')
   server.stop()
+
+
+def test_one_stride_setting_drives_the_table_and_the_observer():
+  import gin  # pylint: disable=g-import-not-at-top
+  env = CountingEnv(episode_lengths=(40,))
+  tf_env, policy, data_spec = _data_spec(env)
+  gin.bind_parameter('window_stride.stride_length', 4)
+  try:
+    table = replay.make_experience_table(data_spec, capacity_env_steps=1000)
+    server = replay.ReplayServer([table])
+    _collection(tf_env, policy, server).warmup(1)
+  finally:
+    gin.clear_config()
+  # The table holds 1000 env steps' worth of windows at one per 4 steps...
+  assert server.client.server_info()[replay.EXPERIENCE_TABLE].max_size == 250
+  # ...because the observer writes one window every 4 steps: 41 time steps
+  # hold 33 windows at stride 1, every 4th of them at stride 4.
+  windows = _all_windows(server, data_spec)
+  starts = sorted(windows.observation['state'][:, 0, 1].astype(int).tolist())
+  assert starts == list(range(0, 33, 4))
+  server.stop()

@@ -60,7 +60,13 @@ class LatentSacAgent(tf_agent.TFAgent):
     sac_burn_in: skipped leading pairs of mid-episode windows (see module doc).
     train_world_model, train_sac: turn either update off (a frozen world model;
       a world-model-only run).
+    greedy_filter: how the greedy policy (evaluation and the exported
+      greedy_policy) filters observations: 'mean' uses the posterior mean
+      (deterministic), 'sample' a posterior sample, which is what SAC's
+      training features are. The collect policy always samples.
   """
+
+  GREEDY_FILTERS = ('mean', 'sample')
 
   def __init__(self, time_step_spec, action_spec, world_model=None,
                actor_fc_layers=(256, 256), critic_fc_layers=(256, 256),
@@ -70,8 +76,12 @@ class LatentSacAgent(tf_agent.TFAgent):
                target_entropy=None, gamma=0.99, target_update_tau=0.005,
                target_update_period=1, reward_scale_factor=1.0, initial_log_alpha=0.0,
                sac_burn_in=3, train_world_model=True, train_sac=True,
-               train_step_counter=None, name='LatentSacAgent'):
+               greedy_filter='mean', train_step_counter=None, name='LatentSacAgent'):
     tf.Module.__init__(self, name=name)
+    if greedy_filter not in self.GREEDY_FILTERS:
+      raise ValueError(f'LatentSacAgent.greedy_filter={greedy_filter!r}: use one of '
+                       f'{self.GREEDY_FILTERS} (posterior mean or sample in the greedy policy).')
+    self._greedy_filter = greedy_filter
     if train_step_counter is None:
       train_step_counter = tf.Variable(0, dtype=tf.int64, name='train_step')
     if world_model is None:
@@ -111,7 +121,8 @@ class LatentSacAgent(tf_agent.TFAgent):
     self._train_sac = train_sac
 
     policy = latent_policy.LatentActorPolicy(
-        time_step_spec, action_spec, self._filter_network, actor_net, greedy=True)
+        time_step_spec, action_spec, self._filter_network, actor_net, greedy=True,
+        sample_posterior=greedy_filter == 'sample')
     collect_policy = latent_policy.LatentActorPolicy(
         time_step_spec, action_spec, self._filter_network, actor_net, greedy=False)
     super().__init__(time_step_spec, action_spec, policy, collect_policy,
@@ -142,12 +153,34 @@ class LatentSacAgent(tf_agent.TFAgent):
             + self._sac._critic_network_2.trainable_variables  # pylint: disable=protected-access
             + [self.log_alpha])
 
+  @property
+  def greedy_filter(self):
+    return self._greedy_filter
+
+  def greedy_policy(self, greedy_filter=None, sensors_only=False):
+    """The greedy policy with `greedy_filter` ('mean' | 'sample'; None: the
+    agent's setting), on the env's observation spec or, with
+    `sensors_only`, on the filter's inputs alone (for export)."""
+    greedy_filter = greedy_filter or self._greedy_filter
+    if greedy_filter not in self.GREEDY_FILTERS:
+      raise ValueError(f'greedy_filter={greedy_filter!r}: use one of {self.GREEDY_FILTERS}')
+    spec = self.time_step_spec
+    if sensors_only:
+      spec = ts.time_step_spec(self._world_model.policy_observation_spec,
+                               self.time_step_spec.reward)
+    return latent_policy.LatentActorPolicy(
+        spec, self.action_spec, self._filter_network, self._actor_network, greedy=True,
+        sample_posterior=greedy_filter == 'sample')
+
   def export_policy(self, greedy=True):
-    """A policy whose observation spec holds the filter's inputs only."""
+    """A policy whose observation spec holds the filter's inputs only; the
+    greedy one filters as `greedy_filter` says."""
+    if greedy:
+      return self.greedy_policy(sensors_only=True)
     spec = ts.time_step_spec(self._world_model.policy_observation_spec,
                              self.time_step_spec.reward)
     return latent_policy.LatentActorPolicy(
-        spec, self.action_spec, self._filter_network, self._actor_network, greedy=greedy)
+        spec, self.action_spec, self._filter_network, self._actor_network, greedy=False)
 
   def _initialize(self):
     return tf.no_op()
@@ -156,6 +189,13 @@ class LatentSacAgent(tf_agent.TFAgent):
     """Consecutive pairs of each window as a flat [B * T] Transition + weights."""
     mask = world_model_lib.valid_mask(experience.step_type)
     num_pairs = experience.step_type.shape[1] - 1
+    if num_pairs is not None and self._sac_burn_in >= num_pairs:
+      # Only windows starting at FIRST would feed SAC: refuse rather than
+      # silently learn from episode starts alone.
+      raise ValueError(
+          f'LatentSacAgent.sac_burn_in={self._sac_burn_in} >= the {num_pairs} pairs of a '
+          f'{num_pairs + 1}-step window (train_eval.sequence_length): use sac_burn_in '
+          f'<= {num_pairs - 1} or longer windows.')
     pair = lambda x: x[:, :-1]
     nxt = lambda x: x[:, 1:]
     time_steps = ts.TimeStep(

@@ -773,6 +773,11 @@ class CarlaEnv(py_environment.PyEnvironment):
 
   # ---- specs / info ----
 
+  @property
+  def action_repeat(self):
+    """Simulator ticks per agent step: the environment steps of `schedule`."""
+    return self._action_repeat
+
   def observation_spec(self):
     return self._observation_spec
 
