@@ -43,7 +43,7 @@ def _user_errors():
   errors = (replay.ReplayUnavailableError, replay.ReplayEmptyError,
             variables.ServerMismatchError, checkpoints.CheckpointError,
             checkpoints.WorldModelMismatchError, encoders.ObservationSpecError,
-            ConnectionError, tf.errors.InvalidArgumentError, config.ConfigError)
+            ConnectionError, tf.errors.InvalidArgumentError)
   try:
     from planet_tfa.environments import carla_env
     errors += (carla_env.CarlaEnvError,)
@@ -58,6 +58,8 @@ def main(argv):
   from planet_tfa import run  # pylint: disable=g-import-not-at-top
   try:
     run.train_eval(FLAGS.root_dir, replay_server=FLAGS.replay_server)
+  except config.ConfigError as error:  # a setting, found before anything started
+    config.exit_with(error)
   except _user_errors() as error:
     message = str(error).splitlines()
     print(f'error: {type(error).__name__}: ' + '\n'.join(message[:40]), file=sys.stderr)

@@ -42,23 +42,33 @@ def summarize(records, minutes):
   }
 
 
-def plot(runs, path, random_mean=None):
-  """Eval return over wall minutes, one line per run (LABEL -> records)."""
+WALL_MINUTES = (lambda r: r['wall_time_s'] / 60, 'wall time (minutes, 2-core CPU)')
+
+
+def draw(ax, runs, random_mean=None, x=WALL_MINUTES):
+  """One line per run (LABEL -> records) on `ax`; x = (record -> value, axis label)."""
+  x_of, x_label = x
+  for label, records in runs.items():
+    ax.plot([x_of(r) for r in records], [r['eval_return'] for r in records],
+            marker='o', markersize=3, label=label)
+  if random_mean is not None:
+    ax.axhline(random_mean, color='gray', linestyle='--', label='random policy')
+  ax.set_xlabel(x_label)
+  ax.set_ylabel('eval return (greedy policy)')
+  ax.grid(alpha=0.3)
+  ax.legend(fontsize='small')
+
+
+def plot(runs, path, random_mean=None, x=WALL_MINUTES):
+  """Eval return over wall minutes (or `x`), one line per run (LABEL -> records)."""
   import matplotlib  # pylint: disable=g-import-not-at-top
   matplotlib.use('Agg')
   import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
   fig, ax = plt.subplots(figsize=(7, 4))
-  for label, records in runs.items():
-    ax.plot([r['wall_time_s'] / 60 for r in records], [r['eval_return'] for r in records],
-            marker='o', markersize=3, label=label)
-  if random_mean is not None:
-    ax.axhline(random_mean, color='gray', linestyle='--', label='random policy')
-  ax.set_xlabel('wall time (minutes, 2-core CPU)')
-  ax.set_ylabel('eval return (greedy policy)')
-  ax.grid(alpha=0.3)
-  ax.legend()
+  draw(ax, runs, random_mean, x)
   fig.tight_layout()
   fig.savefig(path, dpi=100)
+  plt.close(fig)
 
 
 def main():

@@ -16,6 +16,7 @@ from absl import app
 from absl import flags
 
 from bench import compare_curves
+from bench.eval_filter import random_policy_return
 
 flags.DEFINE_string('root_dir', 'runs/bench_cartpole', 'Run root.')
 flags.DEFINE_float('budget_s', 3600, 'Wall-clock budget of the training run.')
@@ -25,30 +26,6 @@ flags.DEFINE_integer('random_episodes', 10, 'Episodes for the random baseline.')
 flags.DEFINE_string('label', 'latent SAC', 'Curve label.')
 FLAGS = flags.FLAGS
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def random_policy_return(gin_files, gin_params, episodes):
-  """Average return of uniform random actions on the configured task's eval env."""
-  import numpy as np  # pylint: disable=g-import-not-at-top
-  import gin  # pylint: disable=g-import-not-at-top
-  from planet_tfa import config  # pylint: disable=g-import-not-at-top
-  config.parse(gin_files, gin_params)
-  env_loader = gin.query_parameter('train_eval.env_loader').scoped_configurable_fn
-  seed = gin.query_parameter('train_eval.seed') if 'train_eval.seed' in gin.config_str() else 0
-  env = env_loader(seed=seed + 1)
-  rng = np.random.default_rng(0)
-  spec = env.action_spec()
-  returns = []
-  for _ in range(episodes):
-    time_step = env.reset()
-    total = 0.0
-    while not time_step.is_last():
-      time_step = env.step(rng.uniform(spec.minimum, spec.maximum, spec.shape).astype(spec.dtype))
-      total += float(time_step.reward)
-    returns.append(total)
-  env.close()
-  gin.clear_config()
-  return float(np.mean(returns)), float(np.std(returns))
 
 
 def main(argv):

@@ -5,6 +5,7 @@ ISSUES = {
     3: 'Replay: storage, sampling, warm-up (issue 3)',
     5: 'Policy latency and replay persistence (issue 5)',
     8: 'Training: step time, parts, FLOP floors, memory, allocator, retracing (issue 8)',
+    12: 'CARLA observation building without a server (issue 12)',
     16: "PlaNet's CEM planner against the SAC actor: cost of one action (issue 16)",
     None: 'Failures',
 }
@@ -13,7 +14,7 @@ HIDDEN = {'issue', 'name', 'value', 'unit', 'x_floor', 'rssm', 'matmul_gflops', 
           'note', 'frames', 'task', 'log_tail', 'all_s', 'window', 'policy', 'raw_obs_bytes',
           'sequence_length', 'stride', 'capacity_env_steps', 'episode_length', 'depth',
           'batch', 'seq', 'median_s', 'median_ms', 'repeats', 'log', 'cpu', 'cores', 'tf',
-          'gpus', 'date', 'deter', 'stoch'}
+          'gpus', 'date', 'road_quads', 'deter', 'stoch'}
 
 METHODS = """\
 ## How each figure is measured

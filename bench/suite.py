@@ -5,7 +5,7 @@ runtime each, LD_PRELOAD for the tcmalloc run), prints every figure as one
 JSON line, and writes docs/benchmarks.md with the table, the machine and the
 exact command. Children's logs (TF, Reverb) go to --log_dir.
 
-  python -m bench [--quick] [--only flops,replay,policy,planner,train,tcmalloc] \
+  python -m bench [--quick] [--only flops,replay,policy,planner,train,tcmalloc,carla] \
       [--out docs/benchmarks.md] [--log_dir /tmp/planet_bench_logs]
 
 --quick runs everything at the project's tiny sizes in about a minute (a smoke
@@ -23,7 +23,7 @@ import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TCMALLOC = '/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4'
-GROUPS = ('flops', 'replay', 'policy', 'planner', 'train', 'tcmalloc')
+GROUPS = ('flops', 'replay', 'policy', 'planner', 'train', 'tcmalloc', 'carla')
 CHILD_TIMEOUT_S = 420
 
 
@@ -151,6 +151,9 @@ def main(argv=None):
                        + gflops_args, args.log_dir)
     lines += run_child('slac_shape', ['bench.slac_shape_bench', '--precisions',
                                       'float32,mixed_bfloat16'] + quick, args.log_dir)
+
+  if 'carla' in groups:
+    lines += run_child('carla_obs', ['bench.carla_obs_bench'] + quick, args.log_dir)
 
   by_name = {l['name']: l for l in lines}
   tag = f'_d{default_depth}'

@@ -5,6 +5,8 @@ configurable or parameter fails at start instead of being ignored.
 """
 import logging
 import os
+import re
+import tempfile
 
 import gin
 
@@ -14,6 +16,17 @@ DEFAULT_GIN_FILE = 'dmc_cartpole_swingup.gin'
 
 class ConfigError(ValueError):
   """A gin file or binding is wrong."""
+
+
+# Bindings that no longer exist -> what replaced them. Gin files written for an
+# older version fail at start with the new name instead of a bare "unknown
+# parameter".
+RENAMED_BINDINGS = {
+    'make_experience_table.stride_length': 'window_stride.stride_length',
+    'ReverbEpisodeObserver.stride_length': 'window_stride.stride_length',
+    'capacity_in_items.stride_length': 'window_stride.stride_length',
+    'capacity_in_items.capacity_env_steps': 'make_experience_table.capacity_env_steps',
+}
 
 
 def import_configurables():
@@ -56,11 +69,38 @@ def parse(gin_files, gin_params=()):
   try:
     gin.parse_config_files_and_bindings(files, list(gin_params), finalize_config=False)
   except (ValueError, KeyError, TypeError, SyntaxError, IOError) as error:
+    # gin quotes the failing line, so an old name in the message is the cause.
+    renamed = [f'`{old}` is now `{new}`: rename the binding.'
+               for old, new in RENAMED_BINDINGS.items() if old in str(error)]
     raise ConfigError(
         f'bad gin configuration: {error}\n(files: {files}, bindings: {list(gin_params)}). '
-        'Check the spelling of the configurable and parameter names.') from error
+        + (' '.join(renamed) if renamed else
+           'Check the spelling of the configurable and parameter names.')) from error
   finally:
     logging.getLogger().removeFilter(quiet)
+
+
+def upgrade_renamed(config_text):
+  """A gin config with the renamed bindings written under their new names.
+
+  For configs a run wrote itself (operative_config.gin): they record every
+  parameter, so an older run's has the old names and must still load.
+  """
+  for old, new in RENAMED_BINDINGS.items():
+    config_text = re.sub(rf'(?m)^(\s*(?:\S+/)?){re.escape(old)}(?=\s*=)', rf'\g<1>{new}',
+                         config_text)
+  return config_text
+
+
+def parse_run_config(path):
+  """Parses a run's own operative_config.gin, older versions' names included."""
+  with open(path) as f:
+    text = upgrade_renamed(f.read())
+  with tempfile.TemporaryDirectory() as staging:
+    upgraded = os.path.join(staging, os.path.basename(path))
+    with open(upgraded, 'w') as f:
+      f.write(text)
+    parse([upgraded])
 
 
 class _DropMessages(logging.Filter):
@@ -73,11 +113,16 @@ class _DropMessages(logging.Filter):
     return not str(record.msg).startswith(self._prefix)
 
 
+def exit_with(error):
+  """The one way command-line programs report a ConfigError: the message, exit 2."""
+  import sys  # pylint: disable=g-import-not-at-top
+  print(f'error: {error}', file=sys.stderr)
+  sys.exit(2)
+
+
 def parse_or_exit(gin_files, gin_params=()):
   """For command-line entry points: parse, or print the error and exit 2."""
-  import sys  # pylint: disable=g-import-not-at-top
   try:
     parse(gin_files or [DEFAULT_GIN_FILE], gin_params)
   except ConfigError as error:
-    print(f'error: {error}', file=sys.stderr)
-    sys.exit(2)
+    exit_with(error)

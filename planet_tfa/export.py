@@ -89,7 +89,7 @@ def load_agent_from_root(root_dir):
   root_dir = os.path.abspath(root_dir)
   config_path = os.path.join(root_dir, run.OPERATIVE_CONFIG)
   time_step_spec, action_spec = load_specs(root_dir)
-  config.parse([config_path])
+  config.parse_run_config(config_path)
   try:
     train_step = tf.Variable(0, dtype=tf.int64, name='train_step')
     agent = latent_sac_agent.LatentSacAgent(time_step_spec, action_spec,

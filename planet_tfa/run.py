@@ -1,7 +1,8 @@
 """The training loop behind `train_eval.py`: collect, train, evaluate, save.
 
 One iteration = `collect_episodes_per_iteration` policy episodes into the
-replay, then `train_steps_per_iteration` agent train steps on sampled windows;
+replay, then the train steps they earn at `train_steps_per_env_step` (or a
+fixed `train_steps_per_iteration`) on sampled windows;
 every `eval_interval` iterations `eval_episodes` greedy episodes on a separate
 environment. Layout of ROOT:
   operative_config.gin    the full configuration the run used
@@ -22,8 +23,10 @@ from tf_agents.utils import common
 
 from planet_tfa import checkpoints
 from planet_tfa import export
+from planet_tfa import schedule
 from planet_tfa import stop_signals
 from planet_tfa import summaries
+from planet_tfa import validation
 from planet_tfa.agents import latent_sac_agent
 from planet_tfa.drivers import episode_drivers
 from planet_tfa.drivers import observers
@@ -37,9 +40,14 @@ OPERATIVE_CONFIG = 'operative_config.gin'
 EVAL_RECORDS = 'eval_returns.csv'
 
 
-def make_tf_env(env_loader, seed):
-  """Builds and steps the env in one dedicated thread (OpenGL contexts are per thread)."""
-  return tf_py_environment.TFPyEnvironment(lambda: env_loader(seed=seed), isolation=True)
+def make_tf_env(env_loader, seed, instance=None):
+  """Builds and steps the env in one dedicated thread (OpenGL contexts are per thread).
+
+  `instance` (a collector's number) reaches loaders that take it, e.g. CarlaEnv,
+  which talks to its own simulator port; None keeps the gin binding.
+  """
+  return tf_py_environment.TFPyEnvironment(
+      lambda: suites.call_loader(env_loader, seed, instance), isolation=True)
 
 
 def close_tf_env(tf_env):
@@ -63,11 +71,13 @@ def train_eval(root_dir,
                num_iterations=1000,
                initial_collect_episodes=5,
                collect_episodes_per_iteration=1,
-               train_steps_per_iteration=100,
+               train_steps_per_iteration=None,
+               train_steps_per_env_step=0.1,
                batch_size=32,
                sequence_length=9,
                eval_interval=10,
                eval_episodes=1,
+               eval_on_train_env=False,
                checkpoint_interval=10,
                summary_interval=1,
                image_summary_interval=10,
@@ -75,6 +85,7 @@ def train_eval(root_dir,
                sample_timeout_s=60.0,
                sac_batch_size=None,
                time_budget_s=None,
+               env_step_budget=None,
                world_model_checkpoint=None,
                freeze_world_model=False,
                world_model_only=False,
@@ -91,10 +102,24 @@ def train_eval(root_dir,
     num_iterations: total iterations of the run (a resumed run continues to it).
     initial_collect_episodes: random-policy episodes before training, skipped
       when the (restored) replay already holds windows.
-    collect_episodes_per_iteration, train_steps_per_iteration: the data ratio.
+    collect_episodes_per_iteration: policy episodes per iteration.
+    train_steps_per_env_step: the data ratio: train steps per environment
+      step, where an environment step is a physics step (agent steps x the
+      env's action repeat; see `schedule`). Each iteration trains for the
+      steps its episodes earned, fractions carried over; the warm-up earns
+      none (with remote collectors: only this process's episodes earn). SLAC's
+      one per agent step is 1 / action repeat; 0.1 (Dreamer's ratio) = 100
+      train steps per 1000-physics-step DMC episode.
+    train_steps_per_iteration: instead of the ratio, a fixed number per
+      iteration (a learner fed by remote collectors only needs it). Set one
+      of the two and the other to None.
     batch_size: windows per train step.
     sequence_length: steps per replay window (T+1).
     eval_interval, eval_episodes: greedy evaluation cadence and size.
+    eval_on_train_env: evaluate on the training env between collection
+      episodes instead of on a second env. For simulators that are servers
+      (CARLA): two clients must not tick one world, and a second server per
+      run is rarely at hand. Evaluation episodes never reach the replay.
     checkpoint_interval: in iterations; the run checkpoint, the world-model
       checkpoint (ROOT/world_model) and the replay (ROOT/replay) are written
       together, so a resumed run's replay matches its counters.
@@ -107,6 +132,9 @@ def train_eval(root_dir,
       encoded without gradients (SLAC's layout, a second encoder pass).
     time_budget_s: stop (checkpointed, evaluated) once this much wall time has
       passed in this process; None: no limit. For equal-budget comparisons.
+    env_step_budget: stop (checkpointed, evaluated) once the run has
+      collected this many environment (physics) steps, warm-up included: the
+      papers' "100k environment steps". None: no limit.
     world_model_checkpoint: a run root or checkpoint whose world model
       (encoders, RSSM, decoders, reward head) initialises this run's; actor,
       critics and alpha start fresh. Only used when the run has no checkpoint.
@@ -126,6 +154,8 @@ def train_eval(root_dir,
     remote_wait_for_data_s: how long to wait for collectors to fill the remote
       table up to its minimum size before raising ReplayEmptyError.
   """
+  # Bad settings fail here, before any directory, env, model or warm-up.
+  validation.check_train_eval(dict(locals()))
   root_dir = os.path.abspath(os.path.expanduser(root_dir))
   os.makedirs(root_dir, exist_ok=True)
   tf.keras.utils.set_random_seed(seed)  # Python, NumPy, TF and Keras initialisers
@@ -141,13 +171,21 @@ def train_eval(root_dir,
 
   collects = remote is None or collect_episodes_per_iteration > 0
   train_env = make_tf_env(env_loader, seed) if collects else None
-  eval_env = make_tf_env(env_loader, seed + 1) if eval_episodes > 0 else None
+  eval_env = None
+  if eval_episodes > 0:
+    eval_env = (train_env if eval_on_train_env and train_env is not None
+                else make_tf_env(env_loader, seed + 1))
   if train_env is None:  # remote collectors gather the data: the specs suffice
     train_env = reverb_server.SpecsOnlyEnv(
         *reverb_server.env_specs(root_dir, env_loader, seed, tf_env=eval_env))
   opened_envs = [e for e in (train_env, eval_env)
                  if isinstance(e, tf_py_environment.TFPyEnvironment)]
+  opened_envs = list({id(e): e for e in opened_envs}.values())  # a shared env closes once
   try:
+    # Environment steps per agent step, for the data ratio and the env-step budget.
+    action_repeat = schedule.action_repeat_of(train_env if collects else eval_env)
+    train_schedule = schedule.TrainSchedule(train_steps_per_iteration,
+                                            train_steps_per_env_step, action_repeat)
     train_step = tf.Variable(0, dtype=tf.int64, name='train_step')
     agent = latent_sac_agent.LatentSacAgent(
         train_env.time_step_spec(), train_env.action_spec(), train_step_counter=train_step,
@@ -240,10 +278,13 @@ def train_eval(root_dir,
     try:
       out_of_time = lambda: (time_budget_s is not None
                              and time.time() - progress.started_at > time_budget_s)
+      out_of_data = lambda: (env_step_budget is not None
+                             and counters()['env_steps'] * action_repeat >= env_step_budget)
       while (int(iteration.numpy()) < num_iterations and stop.signal is None
-             and not out_of_time()):
+             and not out_of_time() and not out_of_data()):
+        steps_before = counters()['env_steps']
         collection.collect(collect_episodes_per_iteration)
-        for _ in range(train_steps_per_iteration):
+        for _ in range(train_schedule.train_steps(counters()['env_steps'] - steps_before)):
           experience = next(sampler)
           if sac_sampler is None:
             loss_info = train_fn(experience)
@@ -279,7 +320,8 @@ def train_eval(root_dir,
                                summaries.open_loop_strip(truth, prediction), step=step)
 
         if eval_env is not None and eval_interval and (
-            it % eval_interval == 0 or it == num_iterations or out_of_time()):
+            it % eval_interval == 0 or it == num_iterations or out_of_time()
+            or out_of_data()):
           last_eval_return = collection.evaluate(eval_episodes)
           _append_eval_record(root_dir, {
               'iteration': it, 'train_step': int(train_step.numpy()),
@@ -327,15 +369,20 @@ def train_eval(root_dir,
         'iterations': int(iteration.numpy()),
         'train_steps': int(train_step.numpy()),
         'env_steps': int(collection.train_metrics['env_steps'].result()),
+        # Environment (physics) steps: the unit of train_steps_per_env_step.
+        'physics_steps': int(collection.train_metrics['env_steps'].result()) * action_repeat,
+        'action_repeat': action_repeat,
         'episodes': int(collection.train_metrics['episodes'].result()),
         'last_eval_return': last_eval_return,
         'best_eval_return': (float(best_eval_return.numpy())
                              if np.isfinite(best_eval_return.numpy()) else None),
         'replay_windows': replay_server.table_size(),
-        # What ended the loop: a signal, num_iterations, else the wall-clock budget
-        # (asked after the loop, the clock would also count the final save).
+        # What ended the loop: a signal, num_iterations, the env-step budget, else
+        # the wall-clock budget (asked after the loop, the clock would also count
+        # the final save).
         'stopped_by': stop.signal or (
-            'num_iterations' if int(iteration.numpy()) >= num_iterations else 'time_budget_s'),
+            'num_iterations' if int(iteration.numpy()) >= num_iterations else
+            'env_step_budget' if out_of_data() else 'time_budget_s'),
         'wall_time_s': round(time.time() - progress.started_at, 1),
     }
   except BaseException:

@@ -254,3 +254,42 @@ def test_bfloat16_policy_exports_and_acts_like_the_in_memory_policy(tmp_path):
     np.testing.assert_allclose(loaded_out.action.numpy(), out.action.numpy(), rtol=1e-2)
     state, loaded_state = out.state, loaded_out.state
   assert loaded_out.action.dtype == tf.float32
+
+
+def _same_inputs_twice(policy, time_step):
+  state = policy.get_initial_state(2)
+  first, second = policy.action(time_step, state), policy.action(time_step, state)
+  return first.state['stoch'].numpy(), second.state['stoch'].numpy()
+
+
+@pytest.mark.parametrize('greedy_filter', ['mean', 'sample'])
+def test_greedy_filter_switch_sets_the_eval_and_exported_filter(greedy_filter, tmp_path):
+  from planet_tfa import export  # pylint: disable=g-import-not-at-top
+  agent = make_agent(greedy_filter=greedy_filter)
+  time_step = _policy_inputs([[0, 0]])[0]
+  sensor_only = time_step._replace(observation={'pixels': time_step.observation['pixels']})
+  paths = export.export_policies(agent, str(tmp_path), agent.train_step_counter)
+  loaded = tf.saved_model.load(paths['greedy_policy'])
+  for policy, inputs in ((agent.policy, time_step), (agent.export_policy(), sensor_only),
+                         (loaded, sensor_only)):
+    first, second = _same_inputs_twice(policy, inputs)
+    if greedy_filter == 'sample':  # a posterior sample each call
+      assert not np.allclose(first, second)
+    else:  # the posterior mean: a function of the inputs
+      np.testing.assert_array_equal(first, second)
+  # The policy acts on the features of the filter it reports.
+  assert agent.policy.greedy
+
+
+def test_greedy_filter_is_a_gin_setting_and_bad_values_name_it():
+  import gin  # pylint: disable=g-import-not-at-top
+  gin.bind_parameter('LatentSacAgent.greedy_filter', 'sample')
+  try:
+    agent = latent_sac_agent.LatentSacAgent(
+        ts.time_step_spec(OBS_SPEC), ACTION_SPEC, world_model=make_agent().world_model)
+  finally:
+    gin.clear_config()
+  first, second = _same_inputs_twice(agent.policy, _policy_inputs([[0, 0]])[0])
+  assert not np.allclose(first, second)
+  with pytest.raises(ValueError, match="LatentSacAgent.greedy_filter='mode'"):
+    make_agent(greedy_filter='mode')

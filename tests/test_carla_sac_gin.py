@@ -110,3 +110,11 @@ def test_train_eval_runs_a_few_iterations_on_a_carla_server(tmp_path):
   loaded = tf.saved_model.load(str(tmp_path / 'policies' / 'greedy_policy'))
   names = {s.name for s in loaded.signatures['action'].structured_input_signature[1].values()}
   assert not any('birdeye' in n for n in names)
+  # The run left the server as it should: nothing of ours, asynchronous.
+  carla = carla_env.import_carla()
+  client = carla.Client(host, port)
+  client.set_timeout(30.0)
+  world = client.get_world()
+  assert not [a for a in world.get_actors()
+              if a.attributes.get('role_name', '').startswith(carla_env.ROLE_PREFIX)]
+  assert not world.get_settings().synchronous_mode

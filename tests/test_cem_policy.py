@@ -149,6 +149,10 @@ def test_gin_bindings_reach_the_planner_and_bad_ones_fail_at_agent_construction(
   assert type(agent.collect_policy).__name__ == 'LatentActorPolicy'
   with pytest.raises(config.ConfigError, match=r"LatentSacAgent\.collect_with='planet'"):
     make_agent(collect_with='planet')
+  # The greedy planner filters as LatentSacAgent.greedy_filter says; collection samples.
+  agent = make_agent(eval_with='cem', collect_with='cem', greedy_filter='sample')
+  assert agent.policy.sample_posterior and agent.collect_policy.sample_posterior
+  assert not make_agent(eval_with='cem').policy.sample_posterior
 
 
 # ---- the search --------------------------------------------------------------

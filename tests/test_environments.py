@@ -1,8 +1,10 @@
 """The DeepMind Control pixel loader, on the real dm_control cartpole."""
+import inspect
 import os
 
 import numpy as np
 
+from planet_tfa.environments import carla_env
 from planet_tfa.environments import suites
 
 
@@ -78,3 +80,72 @@ def test_the_step_after_last_starts_a_new_episode_with_first():
     assert step_types[6:11] == [1, 1, 1, 1, 2]
   finally:
     env.close()
+
+
+def test_collector_instance_reaches_only_loaders_that_take_one():
+  calls = []
+  def simulator_loader(seed=None, instance=0):
+    calls.append((seed, instance))
+  def plain_loader(seed=None):
+    calls.append((seed,))
+  suites.call_loader(simulator_loader, 7, instance=3)
+  suites.call_loader(plain_loader, 7, instance=3)
+  suites.call_loader(simulator_loader, 7)  # no instance: the gin binding stays in force
+  assert calls == [(7, 3), (7,), (7, 0)]
+  assert 'instance' in inspect.signature(carla_env.CarlaEnv).parameters
+  suites.load_environment(loader=simulator_loader, seed=1, instance=2)
+  assert calls[-1] == (1, 2)
+
+
+def _run_episode(env, action, max_steps=10_000):
+  time_step = env.reset()
+  steps = 0
+  while not time_step.is_last() and steps < max_steps:
+    time_step = env.step(action)
+    steps += 1
+  return steps, time_step
+
+
+def test_gym_time_limit_end_keeps_discount_one():
+  # Pendulum never terminates: its end is gym's 200-step TimeLimit, a truncation.
+  env = suites.load_gym('Pendulum-v1', seed=0)
+  try:
+    steps, last = _run_episode(env, np.zeros(1, np.float32))
+    assert steps == 200 and last.is_last()
+    assert float(last.discount) == 1.0, 'a time-limit end is not a terminal'
+  finally:
+    env.close()
+
+
+def test_gym_max_episode_steps_replaces_the_registered_limit():
+  # Longer than Pendulum's registered 200: gym's own TimeLimit must not cut it.
+  env = suites.load_gym('Pendulum-v1', max_episode_steps=230, seed=0)
+  try:
+    steps, last = _run_episode(env, np.zeros(1, np.float32))
+    assert steps == 230 and float(last.discount) == 1.0
+  finally:
+    env.close()
+
+
+def test_gym_real_termination_keeps_discount_zero():
+  # CartPole pushed one way falls over long before its limit: a true terminal.
+  env = suites.load_gym('CartPole-v1', seed=0)
+  try:
+    steps, last = _run_episode(env, np.array(0, np.int64))
+    assert steps < 100 and last.is_last()
+    assert float(last.discount) == 0.0
+    assert isinstance(env.observation_spec(), dict) and 'state' in env.observation_spec()
+  finally:
+    env.close()
+
+
+def test_dmc_loader_states_its_action_repeat_through_a_tf_env():
+  from planet_tfa import run  # pylint: disable=g-import-not-at-top
+  from planet_tfa import schedule  # pylint: disable=g-import-not-at-top
+  tf_env = run.make_tf_env(
+      lambda seed: suites.load_dmc_pixels('walker-walk', seed=seed), seed=0)
+  try:
+    assert schedule.action_repeat_of(tf_env) == 2  # PlaNet's repeat for walker
+  finally:
+    run.close_tf_env(tf_env)
+  assert schedule.action_repeat_of(suites.load_gym('Pendulum-v1')) == 1

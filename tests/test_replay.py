@@ -128,6 +128,30 @@ def test_warmup_writes_exactly_n_episodes_and_eval_writes_none():
   server.stop()
 
 
+def test_evaluating_on_the_train_env_keeps_its_episodes_out_and_collection_consistent():
+  """eval_env is train_env (CARLA): evaluation runs between collection episodes."""
+  env = CountingEnv(episode_lengths=(10, 14, 12, 11, 13))
+  tf_env, policy, data_spec = _data_spec(env)
+  server = _server(data_spec)
+  collection = _collection(tf_env, policy, server, eval_env=tf_env)
+  collection.warmup(1)       # episode 0
+  collection.evaluate(2)     # episodes 1 and 2, on the same env
+  collection.collect(1)      # episode 3
+  assert int(collection.eval_metrics['episodes'].result()) == 2
+  assert int(collection.train_metrics['episodes'].result()) == 2
+  windows = _all_windows(server, data_spec)
+  state = windows.observation['state']
+  assert set(np.unique(state[:, :, 0])) == {0.0, 3.0}  # no evaluation episode
+  mask = world_model.valid_mask(tf.constant(windows.step_type)).numpy()
+  for row in range(state.shape[0]):
+    # Collection continued the env's own episode: consecutive steps from 0,
+    # no stale observation from before the evaluation.
+    valid = mask[row] > 0
+    np.testing.assert_array_equal(np.diff(state[row, valid, 1]), 1)
+  assert 0.0 in state[state[:, 0, 0] == 3.0][:, 0, 1]  # episode 3 starts at step 0
+  server.stop()
+
+
 def test_unfinished_episode_never_reaches_the_table():
   env = CountingEnv(episode_lengths=(30,))
   tf_env, policy, data_spec = _data_spec(env)
@@ -295,4 +319,25 @@ def test_samples_per_insert_rate_limiter_holds_the_learner_to_the_ratio():
   assert 10 <= samples <= 28
   with pytest.raises(ValueError, match='samples_per_insert'):
     replay.make_rate_limiter('samples_per_insert')
+  server.stop()
+
+
+def test_one_stride_setting_drives_the_table_and_the_observer():
+  import gin  # pylint: disable=g-import-not-at-top
+  env = CountingEnv(episode_lengths=(40,))
+  tf_env, policy, data_spec = _data_spec(env)
+  gin.bind_parameter('window_stride.stride_length', 4)
+  try:
+    table = replay.make_experience_table(data_spec, capacity_env_steps=1000)
+    server = replay.ReplayServer([table])
+    _collection(tf_env, policy, server).warmup(1)
+  finally:
+    gin.clear_config()
+  # The table holds 1000 env steps' worth of windows at one per 4 steps...
+  assert server.client.server_info()[replay.EXPERIENCE_TABLE].max_size == 250
+  # ...because the observer writes one window every 4 steps: 41 time steps
+  # hold 33 windows at stride 1, every 4th of them at stride 4.
+  windows = _all_windows(server, data_spec)
+  starts = sorted(windows.observation['state'][:, 0, 1].astype(int).tolist())
+  assert starts == list(range(0, 33, 4))
   server.stop()

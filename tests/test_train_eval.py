@@ -185,3 +185,34 @@ def test_time_budget_stops_the_run_evaluates_and_says_so(tmp_path):
   with open(root / 'eval_returns.csv') as f:
     rows = f.read().splitlines()
   assert rows[0].startswith('iteration,') and [r.split(',')[0] for r in rows[1:]] == ['1']
+
+
+def test_eval_filter_measures_both_filters_on_one_checkpoint(tiny_run, tmp_path):
+  out = tmp_path / 'filters.json'
+  result = subprocess.run(
+      [sys.executable, '-m', 'bench.eval_filter', f'--root_dir={tiny_run[0]}',
+       '--episodes=3', f'--out={out}'], capture_output=True, text=True, timeout=300, cwd=REPO)
+  assert result.returncode == 0, result.stderr[-3000:]
+  import json  # pylint: disable=g-import-not-at-top
+  report = json.loads(out.read_text())
+  assert report['configured_filter'] == 'mean' and report['train_step'] > 0
+  assert sorted(report['filters']) == ['mean', 'sample']
+  for name, scores in report['filters'].items():
+    assert len(scores['returns']) == 3, name
+    assert abs(scores['mean'] - np.mean(scores['returns'])) < 0.01
+  # The mean filter is deterministic: the same env seed gives the same returns.
+  from bench import eval_filter  # pylint: disable=g-import-not-at-top
+  again = eval_filter.evaluate_root(str(tiny_run[0]), 3, ['mean'])
+  assert again['filters']['mean']['returns'] == report['filters']['mean']['returns']
+
+
+def test_runs_of_the_previous_version_still_load_for_export(tiny_run, tmp_path):
+  import shutil  # pylint: disable=g-import-not-at-top
+  from planet_tfa import export  # pylint: disable=g-import-not-at-top
+  old_root = tmp_path / 'old_run'
+  shutil.copytree(tiny_run[0], old_root)
+  # What a run of the previous version recorded: the two stride settings.
+  with open(old_root / 'operative_config.gin', 'a') as f:
+    f.write('make_experience_table.stride_length = 1\nReverbEpisodeObserver.stride_length = 1\n')
+  agent, _ = export.load_agent_from_root(str(old_root))
+  assert int(agent.train_step_counter.numpy()) > 0

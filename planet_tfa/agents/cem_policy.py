@@ -26,8 +26,9 @@ of the last imagined state, so a short horizon still sees beyond itself.
 
 Randomness: the candidate noise comes from stateless ops on one seed per
 action. The greedy variant uses a fixed seed (`greedy_seed`) and the means of
-the posterior and of the imagined priors, so it is a deterministic function of
-(observation, state), like the greedy actor policy, and exports as such. The
+the posterior (unless `LatentSacAgent.greedy_filter = 'sample'`) and of the
+imagined priors, so it is a deterministic function of (observation, state),
+like the greedy actor policy, and exports as such. The
 collect variant draws a fresh seed per call (or uses `action(..., seed=)`),
 samples the posterior and the imagined priors, and adds
 `exploration_noise_std` to the executed action (PlaNet: 0.3).
@@ -97,6 +98,9 @@ class CemPlanningPolicy(tf_policy.TFPolicy):
     critic_gamma, critic_reward_scale: the SAC discount and reward scale the
       critics were trained with (their value is divided by the scale).
     greedy: the evaluation variant (deterministic) or the collect variant.
+    sample_posterior: filter with posterior samples (True) or the posterior
+      mean; None: the mean when greedy, as LatentActorPolicy (the agent passes
+      its `greedy_filter`).
     horizon, num_candidates, top_k, iterations: the CEM search (PlaNet: 12,
       1000, 100, 10).
     exploration_noise_std: Gaussian noise on the collect variant's action.
@@ -112,7 +116,8 @@ class CemPlanningPolicy(tf_policy.TFPolicy):
 
   def __init__(self, time_step_spec, action_spec, rssm_network, reward_head,
                actor_network=None, critics=None, critic_gamma=0.99,
-               critic_reward_scale=1.0, greedy=True, horizon=12, num_candidates=1000,
+               critic_reward_scale=1.0, greedy=True, sample_posterior=None,
+               horizon=12, num_candidates=1000,
                top_k=100, iterations=10, exploration_noise_std=0.3, actor_share=0.0,
                terminal_value=None, discount=None, greedy_seed=0, name=None):
     check_config(horizon, num_candidates, top_k, iterations, exploration_noise_std,
@@ -136,6 +141,7 @@ class CemPlanningPolicy(tf_policy.TFPolicy):
     self._value_critics = tuple(critics[terminal_value]) if terminal_value else ()
     self._critic_reward_scale = float(critic_reward_scale)
     self._greedy = greedy
+    self._sample_posterior = (not greedy) if sample_posterior is None else sample_posterior
     self._horizon = horizon
     self._num_candidates = num_candidates
     self._top_k = top_k
@@ -160,6 +166,10 @@ class CemPlanningPolicy(tf_policy.TFPolicy):
   @property
   def greedy(self):
     return self._greedy
+
+  @property
+  def sample_posterior(self):
+    return self._sample_posterior
 
   @property
   def horizon(self):
@@ -194,7 +204,7 @@ class CemPlanningPolicy(tf_policy.TFPolicy):
   def _filter(self, time_step, policy_state):
     observation = {k: time_step.observation[k] for k in self._rssm_network.input_tensor_spec}
     return self._rssm_network(observation, step_type=time_step.step_type,
-                              network_state=policy_state, sample=not self._greedy)
+                              network_state=policy_state, sample=self._sample_posterior)
 
   def _seed(self, seed):
     if seed is not None:

@@ -6,8 +6,10 @@ training windows start too. Each step filters the new observation with the
 previous action, then acts on the latent features and stores the action taken
 as the next step's `prev_action`.
 
-The greedy policy uses the posterior mean and the actor's mode, so it is a
-deterministic function of its inputs (and exports as such).
+The greedy policy takes the actor's mode. Its filter uses the posterior mean
+by default, which makes it a deterministic function of its inputs (and
+exports as such); `sample_posterior=True` filters with posterior samples, as
+SAC's training features are (`LatentSacAgent.greedy_filter`).
 """
 import tensorflow as tf
 import tensorflow_probability as tfp
@@ -25,7 +27,7 @@ class LatentActorPolicy(tf_policy.TFPolicy):
   """
 
   def __init__(self, time_step_spec, action_spec, rssm_network, actor_network,
-               greedy=False, name=None):
+               greedy=False, sample_posterior=None, name=None):
     missing = [k for k in rssm_network.input_tensor_spec
                if k not in time_step_spec.observation]
     if missing:
@@ -36,6 +38,8 @@ class LatentActorPolicy(tf_policy.TFPolicy):
     self._rssm_network = rssm_network
     self._actor_network = actor_network
     self._greedy = greedy
+    # Default: the collect policy samples, the greedy one takes the mean.
+    self._sample_posterior = (not greedy) if sample_posterior is None else sample_posterior
     super().__init__(time_step_spec, action_spec,
                      policy_state_spec=rssm_network.state_spec,
                      info_spec=(), clip=True, name=name)
@@ -44,13 +48,18 @@ class LatentActorPolicy(tf_policy.TFPolicy):
   def greedy(self):
     return self._greedy
 
+  @property
+  def sample_posterior(self):
+    return self._sample_posterior
+
   def _variables(self):
     return self._rssm_network.variables + self._actor_network.variables
 
   def _filter(self, time_step, policy_state):
     observation = {k: time_step.observation[k] for k in self._rssm_network.input_tensor_spec}
     return self._rssm_network(observation, step_type=time_step.step_type,
-                              network_state=policy_state, sample=not self._greedy)
+                              network_state=policy_state,
+                              sample=self._sample_posterior)
 
   def _distribution(self, time_step, policy_state):
     """The action distribution as plain TFP types (so a SavedModel loads without

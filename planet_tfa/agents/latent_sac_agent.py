@@ -65,11 +65,17 @@ class LatentSacAgent(tf_agent.TFAgent):
     sac_burn_in: skipped leading pairs of mid-episode windows (see module doc).
     train_world_model, train_sac: turn either update off (a frozen world model;
       a world-model-only run).
+    greedy_filter: how the greedy policy (evaluation and the exported
+      greedy_policy) filters observations: 'mean' uses the posterior mean
+      (deterministic), 'sample' a posterior sample, which is what SAC's
+      training features are. The collect policy always samples.
     collect_with, eval_with: what acts in training episodes (`collect_policy`)
       and in evaluation (`policy`): 'sac' (the latent actor) or 'cem' (PlaNet's
       planner, `CemPlanningPolicy`, on the same world model). Training is the
       same either way: the world model and SAC learn from the same replay.
   """
+
+  GREEDY_FILTERS = ('mean', 'sample')
 
   def __init__(self, time_step_spec, action_spec, world_model=None,
                actor_fc_layers=(256, 256), critic_fc_layers=(256, 256),
@@ -79,9 +85,13 @@ class LatentSacAgent(tf_agent.TFAgent):
                target_entropy=None, gamma=0.99, target_update_tau=0.005,
                target_update_period=1, reward_scale_factor=1.0, initial_log_alpha=0.0,
                sac_burn_in=3, train_world_model=True, train_sac=True,
-               collect_with='sac', eval_with='sac',
+               greedy_filter='mean', collect_with='sac', eval_with='sac',
                train_step_counter=None, name='LatentSacAgent'):
     tf.Module.__init__(self, name=name)
+    if greedy_filter not in self.GREEDY_FILTERS:
+      raise ValueError(f'LatentSacAgent.greedy_filter={greedy_filter!r}: use one of '
+                       f'{self.GREEDY_FILTERS} (posterior mean or sample in the greedy policy).')
+    self._greedy_filter = greedy_filter
     for binding, kind in (('collect_with', collect_with), ('eval_with', eval_with)):
       if kind not in POLICY_KINDS:
         raise config.ConfigError(
@@ -167,18 +177,30 @@ class LatentSacAgent(tf_agent.TFAgent):
             + self._sac._critic_network_2.trainable_variables  # pylint: disable=protected-access
             + [self.log_alpha])
 
+  @property
+  def greedy_filter(self):
+    return self._greedy_filter
+
   def make_policy(self, kind, greedy, time_step_spec=None, action_spec=None,
-                  **planner_kwargs):
-    """A new 'sac' or 'cem' policy on this agent's networks (no new variables);
-    `planner_kwargs` override the gin-configured `CemPlanningPolicy` arguments."""
+                  greedy_filter=None, **planner_kwargs):
+    """A new 'sac' or 'cem' policy on this agent's networks (no new variables).
+
+    A greedy policy filters as `greedy_filter` says ('mean' | 'sample'; None:
+    the agent's setting); a collect policy samples. `planner_kwargs` override
+    the gin-configured `CemPlanningPolicy` arguments.
+    """
     time_step_spec = time_step_spec or self.time_step_spec
     action_spec = action_spec or self.action_spec
+    greedy_filter = greedy_filter or self._greedy_filter
+    if greedy_filter not in self.GREEDY_FILTERS:
+      raise ValueError(f'greedy_filter={greedy_filter!r}: use one of {self.GREEDY_FILTERS}')
+    sample_posterior = greedy_filter == 'sample' if greedy else True
     if kind == 'sac':
       if planner_kwargs:
         raise ValueError(f'planner arguments {sorted(planner_kwargs)} given for the actor policy')
       return latent_policy.LatentActorPolicy(
           time_step_spec, action_spec, self._filter_network, self._actor_network,
-          greedy=greedy)
+          greedy=greedy, sample_posterior=sample_posterior)
     if kind == 'cem':
       # pylint: disable=protected-access
       critics = {'critic': (self._sac._critic_network_1, self._sac._critic_network_2),
@@ -188,12 +210,24 @@ class LatentSacAgent(tf_agent.TFAgent):
           time_step_spec, action_spec, self._filter_network,
           self._world_model.reward_decoder, actor_network=self._actor_network,
           critics=critics, critic_gamma=self._gamma,
-          critic_reward_scale=self._reward_scale_factor, greedy=greedy, **planner_kwargs)
+          critic_reward_scale=self._reward_scale_factor, greedy=greedy,
+          sample_posterior=sample_posterior, **planner_kwargs)
     raise config.ConfigError(f'unknown policy kind {kind!r}: choose one of {POLICY_KINDS}.')
+
+  def greedy_policy(self, greedy_filter=None, sensors_only=False):
+    """The greedy policy (what `eval_with` names) with `greedy_filter`
+    ('mean' | 'sample'; None: the agent's setting), on the env's observation
+    spec or, with `sensors_only`, on the filter's inputs alone (for export)."""
+    spec = self.time_step_spec
+    if sensors_only:
+      spec = ts.time_step_spec(self._world_model.policy_observation_spec,
+                               self.time_step_spec.reward)
+    return self.make_policy(self._eval_with, True, spec, greedy_filter=greedy_filter)
 
   def export_policy(self, greedy=True, kind=None):
     """A policy whose observation spec holds the filter's inputs only; `kind`
-    None: what acts in this role (`eval_with` when greedy, else `collect_with`)."""
+    None: what acts in this role (`eval_with` when greedy, else `collect_with`).
+    The greedy one filters as `greedy_filter` says."""
     if kind is None:
       kind = self._eval_with if greedy else self._collect_with
     spec = ts.time_step_spec(self._world_model.policy_observation_spec,
@@ -207,6 +241,13 @@ class LatentSacAgent(tf_agent.TFAgent):
     """Consecutive pairs of each window as a flat [B * T] Transition + weights."""
     mask = world_model_lib.valid_mask(experience.step_type)
     num_pairs = experience.step_type.shape[1] - 1
+    if num_pairs is not None and self._sac_burn_in >= num_pairs:
+      # Only windows starting at FIRST would feed SAC: refuse rather than
+      # silently learn from episode starts alone.
+      raise ValueError(
+          f'LatentSacAgent.sac_burn_in={self._sac_burn_in} >= the {num_pairs} pairs of a '
+          f'{num_pairs + 1}-step window (train_eval.sequence_length): use sac_burn_in '
+          f'<= {num_pairs - 1} or longer windows.')
     pair = lambda x: x[:, :-1]
     nxt = lambda x: x[:, 1:]
     time_steps = ts.TimeStep(

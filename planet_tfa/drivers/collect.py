@@ -163,7 +163,8 @@ def run_collector(replay_server, collector_id, root_dir, server_deadline_s=60.0,
   client = replay.wait_for_server(replay_server, deadline_s=server_deadline_s)
   from planet_tfa import run  # pylint: disable=g-import-not-at-top
   from planet_tfa.agents import latent_sac_agent  # pylint: disable=g-import-not-at-top
-  tf_env = run.make_tf_env(settings['env_loader'], seed)
+  # Collector K drives its own simulator instance (CarlaEnv: ports + K * stride).
+  tf_env = run.make_tf_env(settings['env_loader'], seed, instance=collector_id)
   try:
     train_step = tf.Variable(0, dtype=tf.int64, name='train_step')
     agent = latent_sac_agent.LatentSacAgent(

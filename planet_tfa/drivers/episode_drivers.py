@@ -41,6 +41,15 @@ class EpisodeDriver:
     self._time_step = None
     self._policy_state = None
 
+  @property
+  def time_step(self):
+    """Where the next run starts (None: it resets the env)."""
+    return self._time_step
+
+  def continue_from(self, time_step):
+    """Makes the next run start at `time_step`, e.g. where another driver of the same env stopped."""
+    self._time_step = time_step
+
   def run(self, num_episodes):
     if num_episodes <= 0:
       return
@@ -58,7 +67,10 @@ class Collection:
 
   Args:
     train_env: TFPyEnvironment for warm-up and collection.
-    eval_env: a separate TFPyEnvironment for evaluation (None: no evaluation).
+    eval_env: the TFPyEnvironment for evaluation (None: no evaluation). It
+      may be train_env itself: evaluation then runs between collection
+      episodes, continuing the env where collection stopped and handing it
+      back where evaluation stopped.
     collect_policy: stochastic policy for training episodes.
     eval_policy: greedy policy for evaluation episodes.
     replay_observer: callable that writes batched trajectories to the replay.
@@ -81,6 +93,7 @@ class Collection:
         train_env, random_policy if random_collect else collect_policy, train_observers,
         use_tf_function)
     self._eval_env = eval_env
+    self._shares_env = eval_env is train_env
     self._eval_policy = eval_policy
     self._use_tf_function = use_tf_function
     self.eval_driver = None
@@ -91,7 +104,7 @@ class Collection:
   def warmup(self, num_episodes):
     # Random episodes and policy episodes share the env: continue its episode.
     self.warmup_driver.run(num_episodes)
-    self.collect_driver._time_step = self.warmup_driver._time_step  # pylint: disable=protected-access
+    self.collect_driver.continue_from(self.warmup_driver.time_step)
 
   def collect(self, num_episodes):
     self.collect_driver.run(num_episodes)
@@ -103,9 +116,15 @@ class Collection:
     for metric in self.eval_metrics.values():
       if not isinstance(metric, (tf_metrics.NumberOfEpisodes, tf_metrics.EnvironmentSteps)):
         metric.reset()
-    # Each evaluation starts fresh episodes.
-    self.eval_driver._time_step = None  # pylint: disable=protected-access
+    if self._shares_env:
+      # Drivers stop right after an episode ends, so the shared env stands at
+      # the FIRST step of a fresh episode: no reset needed, none wasted.
+      self.eval_driver.continue_from(self.collect_driver.time_step)
+    else:
+      self.eval_driver.continue_from(None)  # each evaluation starts fresh episodes
     self.eval_driver.run(num_episodes)
+    if self._shares_env:
+      self.collect_driver.continue_from(self.eval_driver.time_step)
     return float(self.eval_metrics['return'].result())
 
   def checkpoint_objects(self):

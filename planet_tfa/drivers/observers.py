@@ -20,14 +20,18 @@ from planet_tfa.drivers import replay
 
 @gin.configurable
 class ReverbEpisodeObserver:
-  """Unbatched Python observer: complete episodes -> T+1-step windows."""
+  """Unbatched Python observer: complete episodes -> T+1-step windows.
+
+  A window starts every `replay.window_stride()` steps: the stride the
+  table's capacity is computed with, so both always agree.
+  """
 
   FLUSH_EVERY = 16
 
   def __init__(self, client, sequence_length, table_name=replay.EXPERIENCE_TABLE,
-               stride_length=1, pad_short_episodes=True):
+               pad_short_episodes=True):
     self._writer = reverb_utils.ReverbAddTrajectoryObserver(
-        client, table_name, sequence_length, stride_length=stride_length,
+        client, table_name, sequence_length, stride_length=replay.window_stride(),
         pad_end_of_episodes=pad_short_episodes)
     self._episode = []
     self.episodes_written = 0

@@ -1,7 +1,7 @@
 """Reverb replay of T+1-step windows: table, server (with checkpoints) and sampler.
 
 Items are windows of `sequence_length` (= T+1) consecutive steps of one episode,
-written with stride 1 by `observers.ReverbEpisodeObserver`. Reverb stores the
+written every `window_stride()` steps (default 1) by `observers.ReverbEpisodeObserver`. Reverb stores the
 steps once, in chunks shared by the overlapping windows, so the next
 observation of every transition is in its window at no extra storage.
 """
@@ -31,7 +31,24 @@ class ReplayUnavailableError(ConnectionError):
 
 
 @gin.configurable
-def capacity_in_items(capacity_env_steps=100_000, stride_length=1):
+def window_stride(stride_length=1):
+  """Env steps between the starts of consecutive windows of an episode.
+
+  The one setting behind both what `observers.ReverbEpisodeObserver` writes
+  and how many items the table keeps for its `capacity_env_steps`, so the two
+  cannot disagree. Above 1 the windows overlap less and the table holds the
+  same env steps in fewer items; the window ending on an episode's LAST step
+  is then written only when it falls on the stride.
+  """
+  if isinstance(stride_length, bool) or not isinstance(stride_length, int) or stride_length < 1:
+    from planet_tfa import config  # pylint: disable=g-import-not-at-top
+    raise config.ConfigError(
+        f'window_stride.stride_length={stride_length!r}: must be a whole number >= 1 '
+        '(env steps between the starts of consecutive replay windows; 1 = every step).')
+  return stride_length
+
+
+def capacity_in_items(capacity_env_steps, stride_length):
   """Each env step starts about one window every `stride_length` steps."""
   return max(1, math.ceil(capacity_env_steps / stride_length))
 
@@ -63,13 +80,17 @@ def make_rate_limiter(kind='min_size', min_size=1, samples_per_insert=None,
 
 @gin.configurable
 def make_experience_table(data_spec, name=EXPERIENCE_TABLE, capacity_env_steps=100_000,
-                          stride_length=1, rate_limiter=None):
-  """The window table; its signature is `data_spec` with a time dim added."""
+                          rate_limiter=None):
+  """The window table; its signature is `data_spec` with a time dim added.
+
+  `capacity_env_steps` counts env steps; the item limit follows from
+  `window_stride()`, the same stride the observers write with.
+  """
   return reverb.Table(
       name,
       sampler=reverb.selectors.Uniform(),
       remover=reverb.selectors.Fifo(),
-      max_size=capacity_in_items(capacity_env_steps, stride_length),
+      max_size=capacity_in_items(capacity_env_steps, window_stride()),
       rate_limiter=rate_limiter or make_rate_limiter(),
       max_times_sampled=0,
       signature=tensor_spec.add_outer_dim(tensor_spec.from_spec(data_spec)))

@@ -25,6 +25,7 @@ import logging
 import math
 import queue
 import re
+import threading
 import time
 
 import gin
@@ -48,6 +49,12 @@ SIMULATOR_ERROR = 'simulator_error'
 # of a process that would go on, so they bootstrap (discount 1).
 TERMINAL_REASONS = (COLLISION, OFF_ROAD)
 
+# Every actor this adapter spawns carries a role_name with this prefix, so a
+# new process can find and destroy what a crashed one left in the world.
+ROLE_PREFIX = 'planet_tfa'
+# CARLA's server listens on port, port + 1 (streaming) and port + 2.
+SERVER_PORTS = 3
+
 # Semantic bird's-eye channel values.
 ROAD_VALUE = 128
 ROUTE_VALUE = 255
@@ -65,6 +72,10 @@ class CarlaConnectionError(CarlaEnvError, ConnectionError):
 
 class CarlaVersionError(CarlaEnvError):
   """Client and server versions differ; CARLA's RPC is not compatible across them."""
+
+
+class CarlaPortError(CarlaEnvError, ValueError):
+  """The Traffic Manager port is taken (by another server's TM or a simulator)."""
 
 
 class CarlaSpawnError(CarlaEnvError):
@@ -161,6 +172,30 @@ def connection_error_message(host, port, version, timeout_s, cause):
                                 port))
 
 
+def instance_ports(port, tm_port, instance=0, port_stride=10):
+  """(simulator port, Traffic Manager port) of instance K: both shifted by K * stride.
+
+  Raises ValueError naming the gin bindings when the ports of two instances,
+  or a Traffic Manager and its simulator, would collide.
+  """
+  port, tm_port, instance, port_stride = int(port), int(tm_port), int(instance), int(port_stride)
+  if instance < 0:
+    raise ValueError('CarlaEnv.instance must be >= 0, got %d' % instance)
+  if instance and port_stride < SERVER_PORTS:
+    raise ValueError(
+        'CarlaEnv.port_stride=%d is too small: a CARLA server listens on %d consecutive '
+        'ports (port, port+1 streaming, port+2), so instances need a stride of at least %d'
+        % (port_stride, SERVER_PORTS, SERVER_PORTS))
+  port += instance * port_stride
+  tm_port += instance * port_stride
+  if 0 <= tm_port - port < SERVER_PORTS:
+    raise ValueError(
+        'CarlaEnv.tm_port=%d collides with the CARLA server ports %d-%d (CarlaEnv.port); '
+        'choose a Traffic Manager port outside them, e.g. 8000'
+        % (tm_port, port, port + SERVER_PORTS - 1))
+  return port, tm_port
+
+
 def connect(host, port, timeout_s, check_version=True):
   """Returns a carla.Client that has answered, raising our errors with remedies."""
   carla = import_carla()
@@ -207,6 +242,38 @@ def retry_with_backoff(attempt_fn, max_attempts=5, initial_delay_s=1.0,
   raise CarlaConnectionError(
       '%s did not come back after %d attempt(s) in %.1fs (deadline %gs): %s' %
       (what, attempt, clock() - start, deadline_s, last_error)) from last_error
+
+
+class SensorBuffer:
+  """Hand-over from CARLA's sensor threads that keeps only the newest items.
+
+  A queue.Queue would grow without bound whenever the world ticks while this
+  env does not read (another client ticking, a long train phase with a live
+  server); the frame a step waits for is always the newest, so older items
+  can go. `get` raises queue.Empty after `timeout`, like Queue.get.
+  """
+
+  def __init__(self, capacity=4):
+    self._items = collections.deque(maxlen=int(capacity))
+    self._ready = threading.Condition()
+
+  def put(self, data):
+    with self._ready:
+      self._items.append(data)
+      self._ready.notify()
+
+  def get(self, timeout=None):
+    with self._ready:
+      if not self._ready.wait_for(lambda: self._items, timeout):
+        raise queue.Empty
+      return self._items.popleft()
+
+  def clear(self):
+    with self._ready:
+      self._items.clear()
+
+  def __len__(self):
+    return len(self._items)
 
 
 def wait_for_frame(sensor_queue, frame, timeout_s, clock=time.monotonic):
@@ -263,31 +330,41 @@ def ego_to_pixel(forward_right, geometry):
   return np.stack([rows, cols], axis=-1)
 
 
-def rasterize_polygon(mask, polygon_rc, value):
-  """Sets mask pixels whose centre lies inside the polygon (even-odd rule), in place.
+def rasterize_polygons(mask, polygons_rc, value, chunk=256):
+  """Sets mask pixels whose centre lies inside any polygon (even-odd rule), in place.
 
-  Works only inside the polygon's bounding box, so many small lane quads cost
-  little. polygon_rc: [K, 2] continuous (row, col) vertices, any winding.
+  polygons_rc: [N, K, 2] continuous (row, col) vertices, any winding. All
+  polygons are tested at once (a Python loop per lane quad cost ~50 us each);
+  a pixel is inside one when an odd number of its edges cross the pixel's row
+  to the right of the pixel centre.
   """
-  polygon_rc = np.asarray(polygon_rc, np.float64)
+  polygons = np.asarray(polygons_rc, np.float64)
+  polygons = polygons.reshape((-1,) + polygons.shape[-2:])
   height, width = mask.shape[:2]
-  row0 = max(int(math.ceil(polygon_rc[:, 0].min() - 0.5)), 0)
-  row1 = min(int(math.floor(polygon_rc[:, 0].max() - 0.5)), height - 1)
-  col0 = max(int(math.ceil(polygon_rc[:, 1].min() - 0.5)), 0)
-  col1 = min(int(math.floor(polygon_rc[:, 1].max() - 0.5)), width - 1)
-  if row0 > row1 or col0 > col1:
-    return mask
-  centre_rows = (np.arange(row0, row1 + 1) + 0.5)[:, None]
-  centre_cols = (np.arange(col0, col1 + 1) + 0.5)[None, :]
-  inside = np.zeros((row1 - row0 + 1, col1 - col0 + 1), bool)
-  for (r_a, c_a), (r_b, c_b) in zip(polygon_rc, np.roll(polygon_rc, -1, axis=0)):
-    if r_a == r_b:
-      continue  # A horizontal edge never crosses a row of centres.
-    crosses = (r_a > centre_rows) != (r_b > centre_rows)
-    col_at_row = c_a + (centre_rows - r_a) * (c_b - c_a) / (r_b - r_a)
-    inside ^= crosses & (centre_cols < col_at_row)
-  mask[row0:row1 + 1, col0:col1 + 1][inside] = value
+  low, high = polygons.min(axis=1), polygons.max(axis=1)
+  polygons = polygons[(high[:, 0] > 0) & (low[:, 0] < height)
+                      & (high[:, 1] > 0) & (low[:, 1] < width)]
+  centre_rows = np.arange(height) + 0.5
+  centre_cols = np.arange(width) + 0.5
+  covered = np.zeros((height, width), bool)
+  for first in range(0, len(polygons), chunk):
+    start = polygons[first:first + chunk]
+    end = np.roll(start, -1, axis=1)
+    r_a, c_a, r_b, c_b = start[..., 0], start[..., 1], end[..., 0], end[..., 1]
+    crosses = (r_a[..., None] > centre_rows) != (r_b[..., None] > centre_rows)  # [N, K, H]
+    with np.errstate(divide='ignore', invalid='ignore'):
+      # Horizontal edges never cross a row of centres; their NaNs stay masked.
+      col_at_row = c_a[..., None] + (centre_rows - r_a[..., None]) * (
+          (c_b - c_a) / (r_b - r_a))[..., None]
+    right_of_centre = crosses[..., None] & (centre_cols < col_at_row[..., None])  # [N,K,H,W]
+    covered |= (np.count_nonzero(right_of_centre, axis=1) % 2 == 1).any(axis=0)
+  mask[covered] = value
   return mask
+
+
+def rasterize_polygon(mask, polygon_rc, value):
+  """One polygon [K, 2]: see rasterize_polygons."""
+  return rasterize_polygons(mask, np.asarray(polygon_rc, np.float64)[None], value)
 
 
 def box_polygon(center_xy, yaw_deg, half_length, half_width):
@@ -314,19 +391,39 @@ def lane_segment_quads(start_xy, start_yaw_deg, start_width, end_xy, end_yaw_deg
   return np.stack([start_left, start_right, end_right, end_left], axis=1)
 
 
+class PolygonIndex:
+  """Polygons [N, K, 2] with their centres and radii, built once (per map, per route).
+
+  `near(xy, radius)` keeps every polygon that may reach within `radius` of xy:
+  one distance per polygon per step instead of one per vertex.
+  """
+
+  def __init__(self, polygons):
+    polygons = np.asarray(polygons, np.float64)
+    self.polygons = polygons.reshape((-1,) + (polygons.shape[-2:] if polygons.size else (4, 2)))
+    self.centres = self.polygons.mean(axis=1)
+    self.radii = np.linalg.norm(self.polygons - self.centres[:, None], axis=-1).max(
+        axis=1, initial=0.0)
+
+  def near(self, xy, radius):
+    distance = np.linalg.norm(self.centres - np.asarray(xy, np.float64), axis=-1)
+    return self.polygons[distance <= radius + self.radii]
+
+
 def cull_polygons(polygons, ego_xy, radius):
-  """Keeps polygons [N, K, 2] with a vertex within `radius` of the ego."""
-  polygons = np.asarray(polygons, np.float64)
-  if polygons.size == 0:
-    return polygons.reshape(0, 4, 2)
-  distance = np.linalg.norm(polygons - np.asarray(ego_xy, np.float64), axis=-1).min(-1)
-  return polygons[distance <= radius]
+  """Keeps polygons [N, K, 2] that may reach within `radius` of the ego (see PolygonIndex)."""
+  return PolygonIndex(polygons).near(ego_xy, radius)
 
 
 def view_radius(geometry):
-  """Farthest a visible point can be from the ego, plus slack for long lane quads."""
-  extent = geometry.image_size * geometry.meters_per_pixel
-  return math.sqrt(2.0) * extent + 10.0
+  """Distance from the ego to the farthest image corner, in metres.
+
+  Nothing farther can land in the image (the ego sits off-centre, so this is
+  about 29 m at the defaults, not the 55 m a centred square bound would give).
+  """
+  corners = np.array([[0.0, 0.0], [0.0, 1.0], [1.0, 0.0], [1.0, 1.0]]) * geometry.image_size
+  ego = np.array([geometry.ego_row + 0.5, geometry.ego_col + 0.5])
+  return float(np.linalg.norm(corners - ego, axis=-1).max() * geometry.meters_per_pixel)
 
 
 def render_semantic_birdeye(geometry, ego_xy, ego_yaw_deg, road_polygons=(),
@@ -342,10 +439,13 @@ def render_semantic_birdeye(geometry, ego_xy, ego_yaw_deg, road_polygons=(),
             (1, vehicle_polygons, VEHICLE_VALUE),
             (2, [] if ego_polygon is None else [ego_polygon], EGO_VALUE))
   for channel, polygons, value in layers:
+    polygons = np.asarray(polygons, np.float64)
+    if not polygons.size:
+      continue
+    polygons_rc = ego_to_pixel(world_to_ego(polygons.reshape(-1, 2), ego_xy, ego_yaw_deg),
+                               geometry).reshape(polygons.shape)
     plane = mask[:, :, channel]
-    for polygon in polygons:
-      polygon_rc = ego_to_pixel(world_to_ego(polygon, ego_xy, ego_yaw_deg), geometry)
-      rasterize_polygon(plane, polygon_rc, value)
+    rasterize_polygons(plane, polygons_rc, value)
   return mask
 
 
@@ -549,8 +649,16 @@ class CarlaEnv(py_environment.PyEnvironment):
   Connects in the constructor (fails fast with CarlaConnectionError). A
   simulator fault mid-episode ends the episode as a truncation with reason
   'simulator_error'; the next reset reconnects with exponential backoff.
-  Close it (or use it as a context manager) to restore the world's settings:
-  a synchronous server left without its ticking client freezes.
+
+  One env owns one server's world: it ticks it, and on connect it destroys
+  every actor tagged with ROLE_PREFIX (what a crashed run of this adapter
+  left) and sets the world settings explicitly. Close it (or use it as a
+  context manager) to put the world back in asynchronous mode: a synchronous
+  server left without its ticking client freezes every later client.
+
+  `instance` K (a collector's number) moves both the simulator port and the
+  Traffic Manager port up by K * port_stride, so N processes on one host talk
+  to N servers without colliding.
   """
 
   def __init__(self,
@@ -559,6 +667,9 @@ class CarlaEnv(py_environment.PyEnvironment):
                timeout_s=10.0,
                load_world_timeout_s=120.0,
                tm_port=8000,
+               instance=0,
+               port_stride=10,
+               no_rendering_mode=False,
                town='Town03',
                weather='ClearNoon',
                seed=0,
@@ -577,6 +688,10 @@ class CarlaEnv(py_environment.PyEnvironment):
                lidar_points_per_second=100000,
                lidar_upper_fov=10.0,
                lidar_lower_fov=-30.0,
+               lidar_dropoff_general_rate=0.0,
+               lidar_dropoff_intensity_limit=1.0,
+               lidar_dropoff_zero_intensity=0.0,
+               lidar_noise_stddev=0.0,
                ground_tolerance=0.4,
                max_obstacle_height=4.0,
                target_speed=8.0,
@@ -591,19 +706,23 @@ class CarlaEnv(py_environment.PyEnvironment):
                terminal_reasons=TERMINAL_REASONS,
                route_spacing=2.0,
                route_lookahead=100.0,
+               route_replan_distance=1.75,
                road_spacing=2.0,
                front_max_distance=50.0,
                spawn_retries=20,
                sensor_timeout_s=10.0,
+               sensor_buffer_size=4,
                reconnect_attempts=6,
                reconnect_initial_delay_s=1.0,
                reconnect_max_delay_s=30.0,
                reconnect_deadline_s=180.0,
                check_version=True):
     super().__init__(handle_auto_reset=True)
-    self._host, self._port, self._timeout_s = host, int(port), float(timeout_s)
+    self._port, self._tm_port = instance_ports(port, tm_port, instance, port_stride)
+    self._host, self._timeout_s = host, float(timeout_s)
     self._load_world_timeout_s = float(load_world_timeout_s)
-    self._tm_port, self._town, self._weather, self._seed = tm_port, town, weather, seed
+    self._town, self._weather, self._seed = town, weather, seed
+    self._no_rendering_mode = bool(no_rendering_mode)
     self._num_vehicles, self._ego_blueprint = int(num_vehicles), ego_blueprint
     self._dt, self._action_repeat = float(fixed_delta_seconds), int(action_repeat)
     self._max_steps, self._image_size, self._camera_fov = max_steps, image_size, camera_fov
@@ -612,6 +731,13 @@ class CarlaEnv(py_environment.PyEnvironment):
                        points_per_second=lidar_points_per_second,
                        upper_fov=lidar_upper_fov, lower_fov=lidar_lower_fov,
                        ground_tolerance=ground_tolerance, max_height=max_obstacle_height)
+    # CARLA's defaults drop ~45% of the points at random; the adapter asks for a
+    # full, deterministic sweep unless gin says otherwise.
+    self._lidar_blueprint = dict(
+        dropoff_general_rate=lidar_dropoff_general_rate,
+        dropoff_intensity_limit=lidar_dropoff_intensity_limit,
+        dropoff_zero_intensity=lidar_dropoff_zero_intensity,
+        noise_stddev=lidar_noise_stddev)
     self._reward_kwargs = dict(
         target_speed=target_speed, step_seconds=self._dt * self._action_repeat,
         lane_threshold=lane_threshold, collision_penalty=collision_penalty,
@@ -620,6 +746,8 @@ class CarlaEnv(py_environment.PyEnvironment):
     self._off_road_distance, self._stuck_speed = off_road_distance, stuck_speed
     self._stuck_steps, self._terminal_reasons = stuck_steps, tuple(terminal_reasons)
     self._route_spacing, self._route_lookahead = route_spacing, route_lookahead
+    self._route_replan_distance = float(route_replan_distance)
+    self._sensor_buffer_size = int(sensor_buffer_size)
     self._road_spacing, self._front_max_distance = road_spacing, front_max_distance
     self._spawn_retries, self._sensor_timeout_s = spawn_retries, sensor_timeout_s
     self._reconnect = dict(max_attempts=reconnect_attempts,
@@ -633,8 +761,6 @@ class CarlaEnv(py_environment.PyEnvironment):
 
     self._carla = None
     self._client = self._world = self._map = self._traffic_manager = None
-    self._episode_id = None
-    self._original_settings = None
     self._road_quads_by_map = {}
     self._needs_reconnect = False
     self._clear_episode_state()
@@ -646,6 +772,11 @@ class CarlaEnv(py_environment.PyEnvironment):
       raise
 
   # ---- specs / info ----
+
+  @property
+  def action_repeat(self):
+    """Simulator ticks per agent step: the environment steps of `schedule`."""
+    return self._action_repeat
 
   def observation_spec(self):
     return self._observation_spec
@@ -665,12 +796,10 @@ class CarlaEnv(py_environment.PyEnvironment):
   # ---- connection / world ----
 
   def _connect_and_configure(self):
-    """Connects, loads the town and switches the world (and TM) to synchronous mode."""
+    """Connects, loads the town, clears our leftovers, sets synchronous mode (world and TM)."""
     self._carla = import_carla()
     self._client = connect(self._host, self._port, self._timeout_s, self._check_version)
     world = self._client.get_world()
-    if self._original_settings is None:
-      self._original_settings = world.get_settings()
     self._world, self._map = world, world.get_map()
     if self._town and self._map.name.split('/')[-1] != self._town:
       self._client.set_timeout(self._load_world_timeout_s)
@@ -679,12 +808,24 @@ class CarlaEnv(py_environment.PyEnvironment):
       finally:
         self._client.set_timeout(self._timeout_s)
       self._map = self._world.get_map()
-    self._episode_id = self._world.id
+    self._destroy_leftovers()
+    # Every setting this env relies on is set, none inherited from whoever
+    # used the server before (a crashed run leaves it synchronous).
     settings = self._world.get_settings()
     settings.synchronous_mode = True
     settings.fixed_delta_seconds = self._dt
+    settings.no_rendering_mode = self._no_rendering_mode
     self._world.apply_settings(settings)
-    self._traffic_manager = self._client.get_trafficmanager(self._tm_port)
+    try:
+      self._traffic_manager = self._client.get_trafficmanager(self._tm_port)
+    except RuntimeError as error:
+      if not self._server_alive():
+        raise
+      raise CarlaPortError(
+          'the Traffic Manager port %d is not free for the CARLA server at %s:%d: %s. '
+          'Each process on a host needs its own server and TM port: set CarlaEnv.instance '
+          '(collectors do) or CarlaEnv.tm_port.' % (self._tm_port, self._host, self._port,
+                                                    error)) from error
     self._traffic_manager.set_synchronous_mode(True)
     if self._seed is not None:
       self._traffic_manager.set_random_device_seed(int(self._seed))
@@ -696,16 +837,27 @@ class CarlaEnv(py_environment.PyEnvironment):
       self._world.set_weather(weather)
     self._world.tick(self._timeout_s)
 
+  def _destroy_leftovers(self):
+    """Destroys actors tagged ROLE_PREFIX: a crashed run's, or ours before a fault."""
+    leftovers = [actor for actor in self._world.get_actors()
+                 if actor.attributes.get('role_name', '').startswith(ROLE_PREFIX)]
+    if not leftovers:
+      return
+    logging.warning('destroying %d actor(s) an earlier run of this adapter left in the '
+                    'world', len(leftovers))
+    # Sensors first: their streams must not outlive the vehicles they ride on.
+    leftovers.sort(key=lambda actor: not actor.type_id.startswith('sensor.'))
+    self._client.apply_batch_sync(
+        [self._carla.command.DestroyActor(actor.id) for actor in leftovers], False)
+
   def _reconnect_with_backoff(self):
     """After a fault: reconnect with backoff, giving up with CarlaConnectionError.
 
     The old actors are forgotten without RPCs (each would wait a full timeout
-    on a dead server) and destroyed by id once connected, unless the server
-    restarted (new episode id), which took them with it.
+    on a dead server); connecting destroys them by their role_name tag, unless
+    the server restarted and took them with it.
     """
     logging.warning('reconnecting to CARLA at %s:%s', self._host, self._port)
-    stale_ids = self._actor_ids()
-    old_episode = self._episode_id
     for sensor in self._sensors:
       try:
         sensor.stop()
@@ -717,12 +869,6 @@ class CarlaEnv(py_environment.PyEnvironment):
                        what='CARLA server at %s:%s' % (self._host, self._port),
                        **self._reconnect)
     self._needs_reconnect = False
-    if stale_ids and self._episode_id == old_episode:
-      try:
-        self._client.apply_batch_sync(
-            [self._carla.command.DestroyActor(i) for i in stale_ids], False)
-      except RuntimeError as error:
-        logging.warning('could not destroy the old actors: %s', error)
 
   def _server_alive(self):
     try:
@@ -732,15 +878,23 @@ class CarlaEnv(py_environment.PyEnvironment):
       return False
 
   def _restore_world(self):
-    """Puts the world back in its original (usually asynchronous) mode."""
+    """Leaves the world asynchronous with a variable time step, CARLA's default.
+
+    Not "the settings found on connect": those may be a crashed run's
+    synchronous ones, which would freeze the server for every later client.
+    """
     if self._traffic_manager is not None:
       try:
         self._traffic_manager.set_synchronous_mode(False)
       except RuntimeError as error:
         logging.warning('could not release the traffic manager: %s', error)
-    if self._world is not None and self._original_settings is not None:
+    if self._world is not None:
       try:
-        self._world.apply_settings(self._original_settings)
+        settings = self._world.get_settings()
+        settings.synchronous_mode = False
+        settings.fixed_delta_seconds = None
+        settings.no_rendering_mode = False
+        self._world.apply_settings(settings)
       except RuntimeError as error:
         logging.warning('could not restore the CARLA world settings: %s', error)
 
@@ -766,23 +920,21 @@ class CarlaEnv(py_environment.PyEnvironment):
     self._ego = None
     self._sensors = []
     self._traffic = []
-    self._camera_queue = queue.Queue()
-    self._lidar_queue = queue.Queue()
+    self._camera_queue = SensorBuffer(self._sensor_buffer_size)
+    self._lidar_queue = SensorBuffer(self._sensor_buffer_size)
     self._collision_frames = []
     self._route_waypoints = []
     self._route_xy = np.zeros((0, 2))
     self._route_arc = np.zeros((0,))
-    self._route_quads = np.zeros((0, 4, 2))
+    self._route_quads = PolygonIndex(np.zeros((0, 4, 2)))
     self._route_segment = 0
+    self._route_replans = 0
+    self._route_arc_origin = 0.0
     self._arc_length = 0.0
     self._step_count = 0
     self._slow_steps = 0
     self._previous_steer = 0.0
     self._last_observation = None
-
-  def _actor_ids(self):
-    actors = self._sensors + self._traffic + ([self._ego] if self._ego is not None else [])
-    return [actor.id for actor in actors]
 
   def _destroy_actors(self):
     """Stops and destroys sensors first (their callbacks must not outlive them), then vehicles."""
@@ -805,8 +957,7 @@ class CarlaEnv(py_environment.PyEnvironment):
 
   def _spawn_ego(self, spawn_points):
     blueprint = self._world.get_blueprint_library().find(self._ego_blueprint)
-    if blueprint.has_attribute('role_name'):
-      blueprint.set_attribute('role_name', 'hero')
+    blueprint.set_attribute('role_name', ROLE_PREFIX + '_hero')
     order = self._rng.permutation(len(spawn_points))
     for index in order[:self._spawn_retries]:
       lane = self._map.get_waypoint(spawn_points[index].location)
@@ -826,6 +977,8 @@ class CarlaEnv(py_environment.PyEnvironment):
     camera_bp.set_attribute('image_size_y', str(self._image_size))
     camera_bp.set_attribute('fov', str(self._camera_fov))
     lidar_bp = library.find('sensor.lidar.ray_cast')
+    for key, value in self._lidar_blueprint.items():
+      lidar_bp.set_attribute(key, str(value))
     # One full turn per tick, so every tick's sweep covers 360 degrees.
     for key, value in (('range', self._lidar['range']),
                        ('channels', self._lidar['channels']),
@@ -835,6 +988,9 @@ class CarlaEnv(py_environment.PyEnvironment):
                        ('lower_fov', self._lidar['lower_fov'])):
       lidar_bp.set_attribute(key, str(value))
     collision_bp = library.find('sensor.other.collision')
+    for blueprint, name in ((camera_bp, 'camera'), (lidar_bp, 'lidar'),
+                            (collision_bp, 'collision')):
+      blueprint.set_attribute('role_name', '%s_%s' % (ROLE_PREFIX, name))
     camera = self._world.spawn_actor(
         camera_bp, carla.Transform(carla.Location(x=1.5, z=2.0)), attach_to=self._ego)
     self._sensors.append(camera)
@@ -861,8 +1017,7 @@ class CarlaEnv(py_environment.PyEnvironment):
     batch = []
     for index in free[:self._num_vehicles]:
       blueprint = blueprints[self._rng.integers(len(blueprints))]
-      if blueprint.has_attribute('role_name'):
-        blueprint.set_attribute('role_name', 'autopilot')
+      blueprint.set_attribute('role_name', ROLE_PREFIX + '_traffic')
       batch.append(command.SpawnActor(blueprint, spawn_points[index]).then(
           command.SetAutopilot(command.FutureActor, True, self._tm_port)))
     responses = self._client.apply_batch_sync(batch, True)
@@ -874,7 +1029,7 @@ class CarlaEnv(py_environment.PyEnvironment):
   def _extend_route(self):
     """Follows lanes ahead (random branch at junctions) until route_lookahead is covered."""
     waypoint = self._route_waypoints[-1]
-    covered = self._route_arc[-1] if len(self._route_arc) else 0.0
+    covered = self._route_arc[-1] if len(self._route_arc) else self._route_arc_origin
     length = covered - self._arc_length
     added = []
     while length < self._route_lookahead:
@@ -892,9 +1047,27 @@ class CarlaEnv(py_environment.PyEnvironment):
                                for w in waypoints])
     yaws = np.array([w.transform.rotation.yaw for w in waypoints])
     widths = np.array([w.lane_width for w in waypoints])
-    self._route_arc = route_arc_lengths(self._route_xy)
-    self._route_quads = lane_segment_quads(self._route_xy[:-1], yaws[:-1], widths[:-1],
-                                           self._route_xy[1:], yaws[1:], widths[1:])
+    self._route_arc = route_arc_lengths(self._route_xy) + self._route_arc_origin
+    self._route_quads = PolygonIndex(lane_segment_quads(
+        self._route_xy[:-1], yaws[:-1], widths[:-1], self._route_xy[1:], yaws[1:],
+        widths[1:]))
+
+  def _replan_from(self, waypoint, ego_xy):
+    """Restarts the route at `waypoint`, keeping the arc length continuous.
+
+    The new route's arc length at the ego equals the last step's, so the step
+    that re-plans earns no progress rather than a jump of either sign.
+    """
+    self._route_waypoints = [waypoint]
+    self._route_arc = np.zeros((0,))
+    self._route_arc_origin = self._arc_length
+    self._extend_route()
+    start = project_onto_route(self._route_xy, ego_xy, 0, 25, self._route_arc)
+    shift = self._arc_length - start.arc_length
+    self._route_arc_origin += shift
+    self._route_arc = self._route_arc + shift
+    self._route_segment = 0
+    self._route_replans += 1
 
   def _road_quads(self):
     """Lane quads of every driving lane of the map, built once per map."""
@@ -910,7 +1083,8 @@ class CarlaEnv(py_environment.PyEnvironment):
                        for w in waypoints]).reshape(-1, 2)
         return (xy, np.array([w.transform.rotation.yaw for w in waypoints]),
                 np.array([w.lane_width for w in waypoints]))
-      self._road_quads_by_map[name] = lane_segment_quads(*arrays(starts), *arrays(ends))
+      self._road_quads_by_map[name] = PolygonIndex(
+          lane_segment_quads(*arrays(starts), *arrays(ends)))
     return self._road_quads_by_map[name]
 
   # ---- episode ----
@@ -973,7 +1147,7 @@ class CarlaEnv(py_environment.PyEnvironment):
     reason = termination_reason(collided, off_road, self._slow_steps, self._step_count,
                                 self._stuck_steps, self._max_steps)
     self._info = {'reason': reason, 'reward_terms': terms, 'step': self._step_count,
-                  'arc_length': self._arc_length}
+                  'arc_length': self._arc_length, 'route_replans': self._route_replans}
     if reason is not None:
       logging.info('CARLA episode ended after %d steps: %s', self._step_count, reason)
     self._last_observation = observation
@@ -996,10 +1170,17 @@ class CarlaEnv(py_environment.PyEnvironment):
     window_start = max(self._route_segment - 2, 0)
     projection = project_onto_route(self._route_xy, ego_xy, window_start, 25,
                                     self._route_arc)
+    lane = self._map.get_waypoint(transform.location, project_to_road=False,
+                                  lane_type=self._carla.LaneType.Driving)
+    if (lane is not None and abs(projection.lateral_offset) > self._route_replan_distance
+        and abs(heading_error(ego_yaw, lane.transform.rotation.yaw)) < math.pi / 2):
+      # The ego left the planned branch for another legal lane (the other
+      # turn at a junction, a lane change): the sensors cannot show which
+      # branch was planned, so follow the lane it took instead of punishing it.
+      self._replan_from(lane, ego_xy)
+      projection = project_onto_route(self._route_xy, ego_xy, 0, 25, self._route_arc)
     self._route_segment = projection.segment
-    on_lane = self._map.get_waypoint(
-        transform.location, project_to_road=False,
-        lane_type=self._carla.LaneType.Driving) is not None
+    on_lane = lane is not None
 
     others_xy, others_boxes = [], []
     for actor in self._traffic:
@@ -1013,8 +1194,8 @@ class CarlaEnv(py_environment.PyEnvironment):
     radius = view_radius(self._geometry)
     birdeye = render_semantic_birdeye(
         self._geometry, ego_xy, ego_yaw,
-        road_polygons=cull_polygons(self._road_quads(), ego_xy, radius),
-        route_polygons=cull_polygons(self._route_quads, ego_xy, radius),
+        road_polygons=self._road_quads().near(ego_xy, radius),
+        route_polygons=self._route_quads.near(ego_xy, radius),
         vehicle_polygons=cull_polygons(np.reshape(others_boxes, (-1, 4, 2)), ego_xy,
                                        radius),
         ego_polygon=box_polygon([ego_centre.x, ego_centre.y], ego_yaw, box.extent.x,

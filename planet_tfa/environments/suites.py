@@ -4,6 +4,7 @@ DeepMind Control from pixels repeats actions *inside* the dm_env, below the
 pixels wrapper, so only the frame the agent sees is rendered (TF-Agents'
 `ActionRepeat` wrapper would render every inner step).
 """
+import inspect
 import os
 
 # MuJoCo picks its GL backend when dm_control is imported: set it first.
@@ -69,11 +70,17 @@ class PlainDictObservation(wrappers.PyEnvironmentBaseWrapper):
   one container type everywhere keeps nest structures comparable.
   """
 
-  def __init__(self, env, key='state', on_close=None):
+  def __init__(self, env, key='state', on_close=None, action_repeat=1):
     super().__init__(env)
+    self._action_repeat = action_repeat
     self._key = key
     self._wrap = not isinstance(env.observation_spec(), dict)
     self._on_close = on_close
+
+  @property
+  def action_repeat(self):
+    """Environment (physics) steps per agent step (see `planet_tfa.schedule`)."""
+    return self._action_repeat
 
   def close(self):
     if self._on_close is not None:
@@ -96,6 +103,22 @@ class PlainDictObservation(wrappers.PyEnvironmentBaseWrapper):
     return time_step._replace(observation=self._convert(time_step.observation))
 
 
+def dmc_task_names():
+  """Every DeepMind Control task as 'domain-task' (what `domain_task` takes)."""
+  from dm_control import suite  # pylint: disable=g-import-not-at-top
+  return [f'{domain}-{task}' for domain, task in suite.ALL_TASKS]
+
+
+def check_dmc_task(domain_task):
+  """Raises `config.ConfigError` naming the binding and the valid tasks."""
+  names = dmc_task_names()
+  if domain_task not in names:
+    from planet_tfa import config  # pylint: disable=g-import-not-at-top
+    raise config.ConfigError(
+        f'load_dmc_pixels.domain_task={domain_task!r} is not a DeepMind Control task. '
+        f'Valid tasks (domain-task): {", ".join(names)}')
+
+
 @gin.configurable
 def load_dmc_pixels(domain_task='cartpole-swingup', action_repeat=None, image_size=64,
                     camera_id=0, fast_render=True, seed=None, time_limit=None):
@@ -114,6 +137,7 @@ def load_dmc_pixels(domain_task='cartpole-swingup', action_repeat=None, image_si
   from dm_control.suite.wrappers import pixels  # pylint: disable=g-import-not-at-top
   from tf_agents.environments import dm_control_wrapper  # pylint: disable=g-import-not-at-top
 
+  check_dmc_task(domain_task)  # else dm_control's "Domain 'no' does not exist"
   domain, task = domain_task.split('-', 1)
   if action_repeat is None:
     action_repeat = PLANET_ACTION_REPEAT.get(domain_task, 2)
@@ -130,23 +154,47 @@ def load_dmc_pixels(domain_task='cartpole-swingup', action_repeat=None, image_si
   # Free the OpenGL context on close, in the thread that rendered with it;
   # otherwise it is freed at exit from another thread and EGL refuses.
   return PlainDictObservation(dm_control_wrapper.DmControlWrapper(env, render_kwargs),
-                              on_close=env.physics.free)
+                              on_close=env.physics.free, action_repeat=action_repeat)
 
 
 @gin.configurable
 def load_gym(name, max_episode_steps=None, seed=None):
-  """A gym task; a non-dict observation becomes {'state': obs}."""
+  """A gym task; a non-dict observation becomes {'state': obs}.
+
+  Episodes cut by the step limit (`max_episode_steps`, else the one gym
+  registered for the task) end with LAST and discount 1 (a truncation, so
+  SAC bootstraps); only the task's own `done` is a terminal (discount 0).
+  """
+  import gym  # pylint: disable=g-import-not-at-top
   from tf_agents.environments import suite_gym  # pylint: disable=g-import-not-at-top
-  env = suite_gym.load(name, max_episode_steps=max_episode_steps)
+  gym_spec = gym.spec(name)
+  env = gym_spec.make()
+  # gym 0.23's make() adds its own TimeLimit, whose done=True TF-Agents'
+  # GymWrapper turns into a termination (discount 0). Drop it and let
+  # TF-Agents' TimeLimit end the episode as a truncation instead.
+  while isinstance(env, gym.wrappers.TimeLimit):
+    env = env.env
+  if max_episode_steps is None:
+    max_episode_steps = gym_spec.max_episode_steps
+  env = suite_gym.wrap_env(env, max_episode_steps=max_episode_steps or 0)
   if seed is not None:
     env.seed(seed)
   return PlainDictObservation(env)
 
 
 @gin.configurable
-def load_environment(loader=load_dmc_pixels, seed=None):
+def load_environment(loader=load_dmc_pixels, seed=None, instance=None):
   """The environment the run trains on; `loader` is chosen in gin.
 
   `seed` offsets the loader's own seed, so train and eval envs differ.
+  `instance` (a collector's number) goes to loaders that take one, such as
+  CarlaEnv (its own simulator and Traffic Manager ports); others ignore it.
   """
+  return call_loader(loader, seed, instance)
+
+
+def call_loader(loader, seed, instance=None):
+  """loader(seed=seed), plus instance=... when given and the loader takes one."""
+  if instance is not None and 'instance' in inspect.signature(loader).parameters:
+    return loader(seed=seed, instance=instance)
   return loader(seed=seed)

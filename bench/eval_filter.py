@@ -1,0 +1,122 @@
+"""The greedy policy's filter, measured: posterior mean vs posterior sample.
+
+  python -m bench.eval_filter --root_dir=runs/cartpole [--episodes=10] [--filters=mean,sample]
+
+SAC trains on features of *sampled* posteriors; the greedy policy filters with
+the posterior *mean* unless `LatentSacAgent.greedy_filter = 'sample'`. This
+loads a run's newest checkpoint once and evaluates the greedy policy with each
+filter on the same checkpoint, each on a fresh evaluation env with the same
+seed (so both modes meet the same initial states), and prints one JSON line:
+per filter the mean, std and every episode's return. `--out` also writes it.
+"""
+import json
+import os
+
+import numpy as np
+
+
+def _episode_returns(tf_env, policy, episodes):
+  """Returns of `episodes` whole episodes of `policy` in `tf_env`."""
+  from tf_agents.metrics import tf_metrics  # pylint: disable=g-import-not-at-top
+  from planet_tfa.drivers import episode_drivers  # pylint: disable=g-import-not-at-top
+  last_return = tf_metrics.AverageReturnMetric(buffer_size=1)
+  driver = episode_drivers.EpisodeDriver(tf_env, policy, [last_return])
+  returns = []
+  for _ in range(episodes):
+    driver.run(1)
+    returns.append(float(last_return.result()))
+  return returns
+
+
+def random_policy_return(gin_files, gin_params, episodes):
+  """Average return of uniform random actions on the configured task's eval env."""
+  import gin  # pylint: disable=g-import-not-at-top
+  from planet_tfa import config  # pylint: disable=g-import-not-at-top
+  config.parse(gin_files, gin_params)
+  env_loader = gin.query_parameter('train_eval.env_loader').scoped_configurable_fn
+  seed = gin.query_parameter('train_eval.seed') if 'train_eval.seed' in gin.config_str() else 0
+  env = env_loader(seed=seed + 1)
+  rng = np.random.default_rng(0)
+  spec = env.action_spec()
+  returns = []
+  for _ in range(episodes):
+    time_step = env.reset()
+    total = 0.0
+    while not time_step.is_last():
+      time_step = env.step(rng.uniform(spec.minimum, spec.maximum, spec.shape).astype(spec.dtype))
+      total += float(time_step.reward)
+    returns.append(total)
+  env.close()
+  gin.clear_config()
+  return float(np.mean(returns)), float(np.std(returns))
+
+
+def evaluate_root(root_dir, episodes=10, filters=None, seed=None):
+  """Greedy returns of a run's newest checkpoint, per filter.
+
+  filters: e.g. ('mean', 'sample'); None: the filter the run is configured with.
+  seed: the evaluation env's seed; None: the run's own eval seed (seed + 1).
+  """
+  import gin  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from planet_tfa import config  # pylint: disable=g-import-not-at-top
+  from planet_tfa import export  # pylint: disable=g-import-not-at-top
+  from planet_tfa import run  # pylint: disable=g-import-not-at-top
+  from planet_tfa.drivers import reverb_server  # pylint: disable=g-import-not-at-top
+
+  root_dir = os.path.abspath(root_dir)
+  agent, _ = export.load_agent_from_root(root_dir)
+  filters = list(filters or [agent.greedy_filter])
+  results = {}
+  for greedy_filter in filters:
+    # The env loader reads its gin bindings when called: parse the run's config.
+    config.parse_run_config(os.path.join(root_dir, run.OPERATIVE_CONFIG))
+    try:
+      settings = reverb_server.train_eval_settings()
+      env_seed = settings['seed'] + 1 if seed is None else seed
+      tf_env = run.make_tf_env(settings['env_loader'], env_seed)
+    finally:
+      gin.clear_config()
+    try:
+      tf.random.set_seed(env_seed)  # the posterior samples, when sampling
+      returns = _episode_returns(tf_env, agent.greedy_policy(greedy_filter), episodes)
+    finally:
+      run.close_tf_env(tf_env)
+    results[greedy_filter] = {'mean': round(float(np.mean(returns)), 2),
+                              'std': round(float(np.std(returns)), 2),
+                              'returns': [round(r, 2) for r in returns]}
+  return {'name': 'eval_filter', 'root_dir': root_dir,
+          'train_step': int(agent.train_step_counter.numpy()),
+          'configured_filter': agent.greedy_filter, 'episodes': episodes,
+          'filters': results}
+
+
+def main(argv):
+  from absl import app  # pylint: disable=g-import-not-at-top
+  from absl import flags  # pylint: disable=g-import-not-at-top
+  from planet_tfa.agents import latent_sac_agent  # pylint: disable=g-import-not-at-top
+  del argv
+  f = flags.FLAGS
+  if f.episodes < 1:
+    raise app.UsageError(f'--episodes={f.episodes}: must be >= 1')
+  unknown = [m for m in f.filters if m not in latent_sac_agent.LatentSacAgent.GREEDY_FILTERS]
+  if unknown:
+    raise app.UsageError(f'--filters={",".join(f.filters)}: unknown {unknown}; use '
+                         f'{",".join(latent_sac_agent.LatentSacAgent.GREEDY_FILTERS)}')
+  result = evaluate_root(f.root_dir, f.episodes, [m for m in f.filters if m])
+  line = json.dumps(result)
+  print(line)
+  if f.out:
+    with open(f.out, 'w') as out:
+      out.write(line + '\n')
+
+
+if __name__ == '__main__':
+  from absl import app  # pylint: disable=g-import-not-at-top
+  from absl import flags  # pylint: disable=g-import-not-at-top
+  flags.DEFINE_string('root_dir', None, 'Run root written by train_eval.py.')
+  flags.DEFINE_integer('episodes', 10, 'Greedy episodes per filter.')
+  flags.DEFINE_list('filters', ['mean', 'sample'], "Filters to compare: 'mean', 'sample'.")
+  flags.DEFINE_string('out', None, 'Also write the JSON line here.')
+  flags.mark_flag_as_required('root_dir')
+  app.run(main)

@@ -1,0 +1,206 @@
+"""Checks of a run's settings before anything starts.
+
+`check_train_eval` runs first in `run.train_eval`: before the root directory,
+an environment, a model or the warm-up exist. Each problem raises
+`SettingError` (a `config.ConfigError`) whose message names the binding, the
+value given and what is valid; `train_eval.py` prints it without a traceback
+and exits 2, as it does for a misspelled gin binding.
+"""
+import inspect
+import numbers
+import os
+
+import gin
+
+from planet_tfa import config
+
+
+class SettingError(config.ConfigError):
+  """A setting has a value the run cannot use."""
+
+
+def _is_whole(value):
+  return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _is_number(value):
+  return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+# train_eval parameter -> (test, what is valid). Optional ones also take None.
+_WHOLE_AT_LEAST_0 = (lambda v: _is_whole(v) and v >= 0, 'a whole number >= 0')
+_WHOLE_AT_LEAST_1 = (lambda v: _is_whole(v) and v >= 1, 'a whole number >= 1')
+_POSITIVE = (lambda v: _is_number(v) and v > 0, 'a number > 0')
+_BOOL = (lambda v: isinstance(v, bool), 'True or False')
+
+_TRAIN_EVAL_RULES = {
+    'num_iterations': (_WHOLE_AT_LEAST_0, False, 'iterations of collect + train'),
+    'initial_collect_episodes': (_WHOLE_AT_LEAST_0, False, 'random warm-up episodes'),
+    'collect_episodes_per_iteration': (_WHOLE_AT_LEAST_0, False, 'policy episodes per iteration'),
+    'batch_size': (_WHOLE_AT_LEAST_1, False, 'replay windows per train step'),
+    'sequence_length': ((lambda v: _is_whole(v) and v >= 2, 'a whole number >= 2'), False,
+                        'steps per replay window, T+1'),
+    'eval_interval': (_WHOLE_AT_LEAST_0, False, 'iterations between evaluations; 0: never'),
+    'eval_episodes': (_WHOLE_AT_LEAST_0, False, 'greedy episodes per evaluation'),
+    'checkpoint_interval': (_WHOLE_AT_LEAST_0, False, 'iterations between checkpoints'),
+    'summary_interval': (_WHOLE_AT_LEAST_0, False, 'iterations between summaries'),
+    'image_summary_interval': (_WHOLE_AT_LEAST_0, False, 'iterations between images'),
+    'policy_export_interval': (_WHOLE_AT_LEAST_0, False, 'iterations between exports'),
+    'sample_timeout_s': (_POSITIVE, False, 'seconds to wait for a replay sample'),
+    'sac_batch_size': (_WHOLE_AT_LEAST_1, True, "SAC's own windows per train step"),
+    'train_steps_per_iteration': (_WHOLE_AT_LEAST_0, True, 'train steps per iteration'),
+    'train_steps_per_env_step': ((lambda v: _is_number(v) and v >= 0, 'a number >= 0'), True,
+                                 'train steps per environment step'),
+    'time_budget_s': (_POSITIVE, True, 'wall-clock seconds for the run'),
+    'env_step_budget': (_WHOLE_AT_LEAST_1, True,
+                        'environment (physics) steps to collect, warm-up included'),
+    'freeze_world_model': (_BOOL, False, 'keep the world model fixed'),
+    'world_model_only': (_BOOL, False, 'train the world model alone'),
+    'seed': (_WHOLE_AT_LEAST_0, False, 'the random seed'),
+    'remote_collect_episodes_per_iteration': (_WHOLE_AT_LEAST_0, False,
+                                              'local episodes next to remote collectors'),
+    'server_deadline_s': (_POSITIVE, False, 'seconds to reach the replay server'),
+    'remote_wait_for_data_s': (_POSITIVE, False, 'seconds to wait for remote data'),
+}
+
+
+def _describe(value):
+  return f'{value!r} ({type(value).__name__})'
+
+
+def bound_value(configurable, parameter, default_fn):
+  """The gin binding `configurable.parameter`, else `default_fn`'s default."""
+  try:
+    return gin.query_parameter(f'{configurable}.{parameter}')
+  except ValueError:
+    return inspect.signature(default_fn).parameters[parameter].default
+
+
+def check_root_dir(root_dir):
+  """A run root must be a directory, or a path where one can be made."""
+  path = os.path.abspath(os.path.expanduser(str(root_dir)))
+  probe = path
+  while probe and not os.path.exists(probe):
+    parent = os.path.dirname(probe)
+    if parent == probe:
+      break
+    probe = parent
+  if os.path.exists(probe) and not os.path.isdir(probe):
+    what = 'is an existing file' if probe == path else f'lies under the file {probe!r}'
+    raise SettingError(
+        f'--root_dir={str(root_dir)!r} {what}: a run root must be a directory (a new '
+        'one, or a run to resume). Pick another --root_dir or move the file away.')
+
+
+def check_train_eval(settings):
+  """Raises `SettingError` for the first unusable setting of `train_eval`.
+
+  `settings`: train_eval's arguments by name (its `locals()` at entry).
+  """
+  check_root_dir(settings['root_dir'])
+  for name, ((test, valid), optional, meaning) in _TRAIN_EVAL_RULES.items():
+    if name not in settings:
+      continue
+    value = settings[name]
+    if optional and value is None:
+      continue
+    if not test(value):
+      raise SettingError(
+          f'train_eval.{name}={_describe(value)}: must be {valid}'
+          f'{" or None" if optional else ""} ({meaning}).')
+
+  _check_data_ratio(settings)
+
+  if settings['freeze_world_model'] and not settings['world_model_checkpoint']:
+    raise SettingError(
+        'train_eval.freeze_world_model=True without train_eval.world_model_checkpoint '
+        'would freeze a randomly initialised world model. Set '
+        'train_eval.world_model_checkpoint to a run root or world-model checkpoint '
+        '(e.g. one written by train_eval.world_model_only=True), or drop '
+        'freeze_world_model.')
+
+  from planet_tfa.agents import latent_sac_agent  # pylint: disable=g-import-not-at-top
+  burn_in = bound_value('LatentSacAgent', 'sac_burn_in', latent_sac_agent.LatentSacAgent)
+  pairs = settings['sequence_length'] - 1
+  if not (_is_whole(burn_in) and burn_in >= 0):
+    raise SettingError(f'LatentSacAgent.sac_burn_in={_describe(burn_in)}: must be a '
+                       'whole number >= 0 (leading pairs of mid-episode windows SAC skips).')
+  if not settings['world_model_only'] and burn_in >= pairs:
+    raise SettingError(
+        f'LatentSacAgent.sac_burn_in={burn_in} with train_eval.sequence_length='
+        f'{settings["sequence_length"]} leaves SAC no transition of windows that start '
+        f'mid-episode (a window has {pairs} pairs), so it would learn only from episode '
+        f'starts. Use sac_burn_in <= {pairs - 1} or a longer sequence_length (> '
+        f'{burn_in + 1}).')
+
+  greedy_filter = bound_value('LatentSacAgent', 'greedy_filter',
+                              latent_sac_agent.LatentSacAgent)
+  if greedy_filter not in latent_sac_agent.LatentSacAgent.GREEDY_FILTERS:
+    raise SettingError(
+        f'LatentSacAgent.greedy_filter={greedy_filter!r}: use one of '
+        f'{latent_sac_agent.LatentSacAgent.GREEDY_FILTERS} (the greedy policy filters with '
+        'the posterior mean or a posterior sample).')
+
+  _check_acting_policies(latent_sac_agent)
+  _check_env_bindings()
+
+
+def _check_acting_policies(latent_sac_agent):
+  """LatentSacAgent.collect_with / eval_with, and the planner when one acts."""
+  kinds = {binding: bound_value('LatentSacAgent', binding, latent_sac_agent.LatentSacAgent)
+           for binding in ('collect_with', 'eval_with')}
+  for binding, kind in kinds.items():
+    if kind not in latent_sac_agent.POLICY_KINDS:
+      raise SettingError(f'LatentSacAgent.{binding}={kind!r}: choose one of '
+                         f'{latent_sac_agent.POLICY_KINDS} (the latent actor or the CEM planner).')
+  if 'cem' in kinds.values():
+    from planet_tfa.agents import cem_policy  # pylint: disable=g-import-not-at-top
+    planner = {p: bound_value('CemPlanningPolicy', p, cem_policy.CemPlanningPolicy)
+               for p in ('horizon', 'num_candidates', 'top_k', 'iterations',
+                         'exploration_noise_std', 'actor_share', 'terminal_value', 'discount')}
+    # The agent always hands the planner its actor and critics.
+    cem_policy.check_config(**planner, has_actor=True, has_critics=True)
+
+
+def _check_data_ratio(settings):
+  """Exactly one form of the data ratio, and one the learner can count."""
+  per_iteration = settings.get('train_steps_per_iteration')
+  per_env_step = settings.get('train_steps_per_env_step')
+  if per_iteration is not None and per_env_step is not None:
+    raise SettingError(
+        f'train_eval.train_steps_per_iteration={per_iteration} and '
+        f'train_eval.train_steps_per_env_step={per_env_step} are both set: they are two '
+        'forms of the data ratio. Keep one and set the other to None, e.g. '
+        "--gin_param='train_eval.train_steps_per_iteration=None'.")
+  if per_iteration is None and per_env_step is None:
+    raise SettingError(
+        'train_eval.train_steps_per_iteration and train_eval.train_steps_per_env_step are '
+        'both None: set one (train_steps_per_env_step = 0.1 is the default in '
+        'gin/defaults.gin).')
+  remote_only = (settings.get('replay_server')
+                 and not settings.get('remote_collect_episodes_per_iteration'))
+  if remote_only and settings.get('env_step_budget') is not None:
+    raise SettingError(
+        f'train_eval.env_step_budget={settings["env_step_budget"]} with --replay_server and '
+        'train_eval.remote_collect_episodes_per_iteration=0: this learner collects nothing '
+        'and cannot count environment steps. Use train_eval.num_iterations or '
+        'train_eval.time_budget_s to end it.')
+  if remote_only and per_env_step is not None:
+    raise SettingError(
+        f'train_eval.train_steps_per_env_step={per_env_step} with --replay_server and '
+        'train_eval.remote_collect_episodes_per_iteration=0: this learner collects '
+        'nothing, so it cannot count the environment steps its train steps are owed for. '
+        'Set train_eval.train_steps_per_iteration (and train_steps_per_env_step=None).')
+
+
+def _check_env_bindings():
+  """Environment settings gin holds, checked without building the environment."""
+  try:
+    domain_task = gin.query_parameter('load_dmc_pixels.domain_task')
+  except ValueError:
+    return  # not bound: the loader's default, or not a DeepMind Control run
+  try:
+    from planet_tfa.environments import suites  # pylint: disable=g-import-not-at-top
+    suites.check_dmc_task(domain_task)
+  except ImportError:
+    pass  # no dm_control here: the loader says so when it is used

@@ -1,0 +1,96 @@
+"""The data ratio: train steps per environment step, on real train_eval runs."""
+import gin
+import pytest
+
+from planet_tfa import config
+from planet_tfa import run
+from planet_tfa import schedule
+from planet_tfa import validation
+from counting_env import CountingEnv
+
+
+def test_ratio_carries_fractions_across_iterations():
+  plan = schedule.TrainSchedule(train_steps_per_env_step=0.3, action_repeat=2)
+  # 24, 6 and 40 env steps earn 7.2, 1.8 and 12: the fractions add up to a step.
+  assert [plan.train_steps(n) for n in (12, 3, 20)] == [7, 2, 12]
+  plan = schedule.TrainSchedule(train_steps_per_env_step=0.1, action_repeat=8)
+  assert [plan.train_steps(125) for _ in range(5)] == [100] * 5  # a DMC episode
+
+
+def test_per_iteration_form_ignores_the_data():
+  plan = schedule.TrainSchedule(train_steps_per_iteration=3)
+  assert [plan.train_steps(n) for n in (0, 12, 500)] == [3, 3, 3]
+
+
+class RepeatedCountingEnv(CountingEnv):
+  action_repeat = 2  # each agent step stands for 2 environment steps
+
+
+def counting_loader(seed=None):
+  del seed
+  return RepeatedCountingEnv(episode_lengths=(5, 12, 3, 20))
+
+
+@pytest.fixture
+def tiny_gin():
+  gin.clear_config()
+  config.parse(['dmc_cartpole_swingup.gin', 'tiny.gin'])
+  yield
+  gin.clear_config()
+
+
+def test_train_steps_after_n_iterations_follow_the_ratio(tiny_gin, tmp_path):
+  # Warm-up: the 5-step episode (earns nothing); then one episode per
+  # iteration of 12, 3 and 20 agent steps = 70 environment steps at repeat 2.
+  result = run.train_eval(
+      str(tmp_path / 'run'), env_loader=counting_loader, num_iterations=3,
+      initial_collect_episodes=1, collect_episodes_per_iteration=1,
+      train_steps_per_iteration=None, train_steps_per_env_step=0.3,
+      eval_interval=0, eval_episodes=0, image_summary_interval=0, policy_export_interval=0)
+  assert result['env_steps'] == 5 + 12 + 3 + 20
+  assert result['physics_steps'] == 2 * result['env_steps']
+  assert result['train_steps'] == 21  # floor(0.3 * 70); per-iteration floors give 20
+
+
+def test_both_forms_of_the_ratio_set_is_an_error_naming_both(tiny_gin, tmp_path):
+  with pytest.raises(validation.SettingError) as raised:
+    run.train_eval(str(tmp_path / 'run'), env_loader=counting_loader,
+                   train_steps_per_iteration=100, train_steps_per_env_step=0.1)
+  message = str(raised.value)
+  assert 'train_eval.train_steps_per_iteration=100' in message
+  assert 'train_eval.train_steps_per_env_step=0.1' in message and 'None' in message
+  assert not (tmp_path / 'run').exists()
+
+
+def test_ratio_needs_local_data_on_a_remote_only_learner(tiny_gin, tmp_path):
+  with pytest.raises(validation.SettingError) as raised:
+    run.train_eval(str(tmp_path / 'run'), env_loader=counting_loader,
+                   replay_server='localhost:1', remote_collect_episodes_per_iteration=0,
+                   train_steps_per_iteration=None, train_steps_per_env_step=0.1)
+  assert 'train_eval.train_steps_per_iteration' in str(raised.value)
+
+
+def test_env_step_budget_stops_the_run_in_physics_steps(tiny_gin, tmp_path):
+  # Physics steps at repeat 2: warm-up 10, then 24 (34), 6 (40), 40 (80 >= 50): stop.
+  root = tmp_path / 'run'
+  result = run.train_eval(
+      str(root), env_loader=counting_loader, num_iterations=100, env_step_budget=50,
+      initial_collect_episodes=1, collect_episodes_per_iteration=1,
+      train_steps_per_iteration=None, train_steps_per_env_step=0.05,
+      eval_interval=0, eval_episodes=0, image_summary_interval=0, policy_export_interval=0)
+  assert result['stopped_by'] == 'env_step_budget'
+  assert result['iterations'] == 3 and result['physics_steps'] == 80
+  # Resuming a run that has spent its budget does no more iterations.
+  gin.clear_config()
+  config.parse(['dmc_cartpole_swingup.gin', 'tiny.gin'])
+  again = run.train_eval(
+      str(root), env_loader=counting_loader, num_iterations=100, env_step_budget=50,
+      initial_collect_episodes=1, train_steps_per_iteration=None,
+      train_steps_per_env_step=0.05, eval_interval=0, eval_episodes=0,
+      image_summary_interval=0, policy_export_interval=0)
+  assert again['iterations'] == 3 and again['stopped_by'] == 'env_step_budget'
+
+
+def test_env_step_budget_must_be_a_positive_whole_number(tiny_gin, tmp_path):
+  with pytest.raises(validation.SettingError, match=r"train_eval.env_step_budget='1e5'"):
+    run.train_eval(str(tmp_path / 'run'), env_loader=counting_loader, env_step_budget='1e5')

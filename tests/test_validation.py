@@ -1,0 +1,154 @@
+"""Bad settings fail at start, before any env, model or warm-up, naming the fix."""
+import os
+import subprocess
+import sys
+
+import gin
+import pytest
+
+from planet_tfa import config
+from planet_tfa import run
+from planet_tfa import validation
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TINY = ['--gin_file=dmc_cartpole_swingup.gin', '--gin_file=tiny.gin']
+
+
+class RecordingLoader:
+  """An env loader that must never be called: validation comes first."""
+
+  def __init__(self):
+    self.calls = 0
+
+  def __call__(self, seed=None):
+    self.calls += 1
+    raise AssertionError('an environment was built before the settings were checked')
+
+
+@pytest.fixture(autouse=True)
+def clean_gin():
+  gin.clear_config()
+  yield
+  gin.clear_config()
+
+
+def start_with(tmp_path, **kwargs):
+  """run.train_eval with `kwargs`; returns the SettingError it must raise."""
+  loader = RecordingLoader()
+  root = tmp_path / 'root'
+  with pytest.raises(validation.SettingError) as raised:
+    run.train_eval(str(root), env_loader=loader, **kwargs)
+  assert loader.calls == 0
+  assert not root.exists(), 'nothing may be written for a bad setting'
+  return str(raised.value)
+
+
+def test_sac_burn_in_at_or_past_the_window_pairs_is_rejected_naming_both(tmp_path):
+  gin.bind_parameter('LatentSacAgent.sac_burn_in', 8)
+  message = start_with(tmp_path, sequence_length=9)
+  assert 'LatentSacAgent.sac_burn_in=8' in message
+  assert 'train_eval.sequence_length=9' in message and 'sac_burn_in <= 7' in message
+
+
+def test_sac_burn_in_below_the_window_pairs_passes_validation():
+  gin.bind_parameter('LatentSacAgent.sac_burn_in', 7)
+  validation.check_train_eval(dict(_defaults(), sequence_length=9))
+
+
+def test_agent_refuses_a_burn_in_that_leaves_no_pairs():
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from test_agent import make_agent, fixed_windows  # pylint: disable=g-import-not-at-top
+  agent = make_agent(sac_burn_in=8)  # windows of 9 steps: 8 pairs
+  experience = fixed_windows()
+  with pytest.raises(ValueError, match='sac_burn_in=8'):
+    agent.sac_transitions(experience, tf.zeros([6, 9, 20]))
+
+
+def test_freeze_world_model_without_a_checkpoint_is_an_error(tmp_path):
+  message = start_with(tmp_path, freeze_world_model=True)
+  assert 'train_eval.freeze_world_model=True' in message
+  assert 'train_eval.world_model_checkpoint' in message
+
+
+def test_old_stride_bindings_fail_naming_the_new_one():
+  for old in ('make_experience_table.stride_length', 'ReverbEpisodeObserver.stride_length'):
+    gin.clear_config()
+    with pytest.raises(config.ConfigError) as raised:
+      config.parse(['dmc_cartpole_swingup.gin'], [f'{old} = 4'])
+    assert f'`{old}` is now `window_stride.stride_length`' in str(raised.value)
+
+
+def test_stride_below_one_is_rejected():
+  from planet_tfa.drivers import replay  # pylint: disable=g-import-not-at-top
+  gin.bind_parameter('window_stride.stride_length', 0)
+  with pytest.raises(config.ConfigError, match='window_stride.stride_length=0'):
+    replay.window_stride()
+
+
+def test_unknown_dmc_task_lists_the_valid_ones():
+  from planet_tfa.environments import suites  # pylint: disable=g-import-not-at-top
+  with pytest.raises(config.ConfigError) as raised:
+    suites.load_dmc_pixels('no-such-task')
+  message = str(raised.value)
+  assert "load_dmc_pixels.domain_task='no-such-task'" in message
+  assert 'cheetah-run' in message and 'ball_in_cup-catch' in message
+
+
+def _defaults():
+  import inspect  # pylint: disable=g-import-not-at-top
+  settings = {name: p.default for name, p in
+              inspect.signature(run.train_eval).parameters.items()
+              if p.default is not inspect.Parameter.empty}
+  settings['root_dir'] = '/tmp/not-created-by-validation'
+  return settings
+
+
+def run_train_eval(root_dir, *args):
+  env = dict(os.environ, PYTHONUNBUFFERED='1')
+  return subprocess.run(
+      [sys.executable, os.path.join(REPO, 'train_eval.py'), f'--root_dir={root_dir}', *args],
+      capture_output=True, text=True, timeout=180, env=env, cwd=REPO)
+
+
+@pytest.mark.parametrize('binding, expected', [
+    ("train_eval.num_iterations='many'", ["train_eval.num_iterations='many'",
+                                          'a whole number >= 0']),
+    ('train_eval.batch_size=-4', ['train_eval.batch_size=-4', 'a whole number >= 1']),
+    ("load_dmc_pixels.domain_task='no-such-task'", [
+        "load_dmc_pixels.domain_task='no-such-task'", 'cartpole-swingup', 'walker-walk']),
+])
+def test_train_eval_rejects_a_bad_binding_before_starting(tmp_path, binding, expected):
+  root = tmp_path / 'run'
+  result = run_train_eval(root, *TINY, f'--gin_param={binding}')
+  assert result.returncode == 2, result.stdout[-2000:] + result.stderr[-2000:]
+  assert 'Traceback' not in result.stderr, result.stderr[-3000:]
+  for text in expected:
+    assert text in result.stderr, result.stderr[-3000:]
+  assert 'Warm-up' not in result.stdout
+  assert not root.exists(), 'nothing may be written for a bad setting'
+
+
+def test_train_eval_rejects_a_root_dir_that_is_a_file(tmp_path):
+  path = tmp_path / 'notes.txt'
+  path.write_text('mine')
+  result = run_train_eval(path, *TINY)
+  assert result.returncode == 2, result.stdout[-2000:] + result.stderr[-2000:]
+  assert 'Traceback' not in result.stderr, result.stderr[-3000:]
+  assert f'--root_dir={str(path)!r} is an existing file' in result.stderr
+  assert 'Warm-up' not in result.stdout
+  assert path.read_text() == 'mine'
+
+
+def test_bad_greedy_filter_is_rejected_at_start(tmp_path):
+  gin.bind_parameter('LatentSacAgent.greedy_filter', 'mode')
+  message = start_with(tmp_path)
+  assert "LatentSacAgent.greedy_filter='mode'" in message and "'sample'" in message
+
+
+def test_a_run_config_of_an_older_version_upgrades_renamed_bindings():
+  old = ('make_experience_table.stride_length = 2\n'
+         'eval/ReverbEpisodeObserver.stride_length = 2\n'
+         'make_experience_table.capacity_env_steps = 100\n')
+  assert config.upgrade_renamed(old) == ('window_stride.stride_length = 2\n'
+                                         'eval/window_stride.stride_length = 2\n'
+                                         'make_experience_table.capacity_env_steps = 100\n')
