@@ -130,7 +130,7 @@ def main():
       'cem_guided': lambda: agent.make_policy('cem', True, **guided),
   }
   # The run's task (and its action repeat, time limit) from its own config.
-  config.parse([os.path.join(root, run.OPERATIVE_CONFIG)])
+  config.parse_run_config(os.path.join(root, run.OPERATIVE_CONFIG))
   try:
     for name in args.policies.split(','):
       if name == 'model':
