@@ -6,6 +6,7 @@ ISSUES = {
     5: 'Policy latency and replay persistence (issue 5)',
     8: 'Training: step time, parts, FLOP floors, memory, allocator, retracing (issue 8)',
     12: 'CARLA observation building without a server (issue 12)',
+    16: "PlaNet's CEM planner against the SAC actor: cost of one action (issue 16)",
     None: 'Failures',
 }
 # Keys left out of the table's details column (all of them are in the raw JSON).
@@ -13,7 +14,7 @@ HIDDEN = {'issue', 'name', 'value', 'unit', 'x_floor', 'rssm', 'matmul_gflops', 
           'note', 'frames', 'task', 'log_tail', 'all_s', 'window', 'policy', 'raw_obs_bytes',
           'sequence_length', 'stride', 'capacity_env_steps', 'episode_length', 'depth',
           'batch', 'seq', 'median_s', 'median_ms', 'repeats', 'log', 'cpu', 'cores', 'tf',
-          'gpus', 'date', 'road_quads'}
+          'gpus', 'date', 'road_quads', 'deter', 'stoch'}
 
 METHODS = """\
 ## How each figure is measured
@@ -45,6 +46,15 @@ process (`bench/replay_bench.py`, `bench/policy_bench.py`, `bench/train_bench.py
   + actor mode) at batch 1, policy state carried from call to call.
 - **policy_latency_savedmodel_ms**: `export.export_policies(...)`, then
   `tf.saved_model.load(.../greedy_policy).action` the same way.
+- **planner_action_ms / planner_guided_action_ms / sac_action_ms** (`bench/planner_bench.py`):
+  `common.function(policy.action)` at batch 1 on real cartpole frames, state carried over;
+  the planner with PlaNet's defaults (horizon 12, 1000 candidates, top 100, 10 iterations),
+  guided: 10% actor candidates + min-critic terminal value. `planner_savedmodel_action_ms`:
+  the exported greedy planner; `planner_iteration_ms`: one iteration's scoring of the 1000
+  candidates; `sac_action_batch_ms`: the actor policy on 1000 frames in one call. FLOPs
+  (`planner_action_gflop`, `sac_action_mflop`) are counted from the layer shapes: the
+  encoder + posterior step of the filter, and for the planner iterations x candidates x
+  horizon RSSM prior steps and reward-head passes.
 - **replay_checkpoint_{dmc,noise}_s / replay_restore_{dmc,noise}_s**: the table filled to the
   default capacity (100k env steps of 126-step episodes written in Python through
   `ReverbEpisodeObserver`; `dmc` cycles real cartpole frames, `noise` is incompressible), then
@@ -124,6 +134,19 @@ def _summary(by_name):
   if get('policy_latency_inprocess_ms') is not None:
     out.append(f"- Policy step at batch 1: {get('policy_latency_inprocess_ms')} ms in-process, "
                f"{get('policy_latency_savedmodel_ms')} ms from the SavedModel.")
+  if get('planner_action_ms') is not None:
+    planner = by_name['planner_action_ms']
+    out.append(
+        f"- One action at batch 1: the CEM planner (horizon {planner.get('horizon')}, "
+        f"{planner.get('num_candidates')} candidates, top {planner.get('top_k')}, "
+        f"{planner.get('iterations')} iterations) {planner['value']} ms for "
+        f"{planner.get('gflop')} GFLOP ({planner.get('achieved_gflops')} GFLOP/s), the SAC actor "
+        f"{get('sac_action_ms')} ms for {get('sac_action_mflop')} MFLOP: "
+        f"{planner.get('x_sac')}x the time. From the SavedModel: "
+        f"{get('planner_savedmodel_action_ms')} ms; actor-guided: "
+        f"{get('planner_guided_action_ms')} ms; one CEM iteration alone "
+        f"{get('planner_iteration_ms')} ms; the actor policy at batch "
+        f"{by_name.get('sac_action_batch_ms', {}).get('batch')}: {get('sac_action_batch_ms')} ms.")
   if get('replay_checkpoint_noise_s') is not None or get('replay_checkpoint_dmc_s') is not None:
     dmc = by_name.get('replay_checkpoint_dmc_s', {})
     noise = by_name.get('replay_checkpoint_noise_s', {})

@@ -5,7 +5,7 @@ runtime each, LD_PRELOAD for the tcmalloc run), prints every figure as one
 JSON line, and writes docs/benchmarks.md with the table, the machine and the
 exact command. Children's logs (TF, Reverb) go to --log_dir.
 
-  python -m bench [--quick] [--only flops,replay,policy,train,tcmalloc] \
+  python -m bench [--quick] [--only flops,replay,policy,planner,train,tcmalloc,carla] \
       [--out docs/benchmarks.md] [--log_dir /tmp/planet_bench_logs]
 
 --quick runs everything at the project's tiny sizes in about a minute (a smoke
@@ -23,7 +23,7 @@ import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TCMALLOC = '/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4'
-GROUPS = ('flops', 'replay', 'policy', 'train', 'tcmalloc', 'carla')
+GROUPS = ('flops', 'replay', 'policy', 'planner', 'train', 'tcmalloc', 'carla')
 CHILD_TIMEOUT_S = 420
 
 
@@ -127,6 +127,8 @@ def main(argv=None):
     lines += run_child('replay', ['bench.replay_bench'] + quick, args.log_dir)
   if 'policy' in groups:
     lines += run_child('policy', ['bench.policy_bench'] + quick, args.log_dir)
+  if 'planner' in groups:
+    lines += run_child('planner', ['bench.planner_bench'] + quick, args.log_dir)
   if 'train' in groups:
     lines += run_child(f'train_d{default_depth}',
                        ['bench.train_bench', '--depth', str(default_depth)] + quick

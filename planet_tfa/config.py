@@ -32,6 +32,7 @@ RENAMED_BINDINGS = {
 def import_configurables():
   # pylint: disable=g-import-not-at-top,unused-import
   from planet_tfa import run
+  from planet_tfa.agents import cem_policy
   from planet_tfa.agents import latent_sac_agent
   from planet_tfa.agents import world_model
   from planet_tfa.drivers import episode_drivers

@@ -1,12 +1,15 @@
 """Policy SavedModels: the latent filter and the actor, runnable with TensorFlow alone.
 
-    python -m planet_tfa.export --root_dir=ROOT [--output_dir=DIR]
+    python -m planet_tfa.export --root_dir=ROOT [--output_dir=DIR] [--policy=sac|cem]
 
 writes DIR/greedy_policy and DIR/collect_policy (default DIR = ROOT/policies)
-from the newest checkpoint of a run. Each SavedModel has the serving functions
-`get_initial_state(batch_size)` and `action(time_step, policy_state)` for any
-batch size; its observation spec holds only the policy's inputs (no
-decode-only targets). Metadata: `train_step` and the run's gin config.
+from the newest checkpoint of a run: what acted in the run
+(`LatentSacAgent.eval_with` / `collect_with`), or with --policy the latent
+actor ('sac') or PlaNet's CEM planner ('cem') on the same world model.
+Each SavedModel has the serving functions `get_initial_state(batch_size)`
+and `action(time_step, policy_state)` for any batch size; its observation
+spec holds only the policy's inputs (no decode-only targets). Metadata:
+`train_step` and the run's gin config.
 
 Every export writes a complete SavedModel into a temporary directory and
 swaps it into place, so an export never mixes an old graph with new
@@ -54,13 +57,16 @@ def _swap_into_place(staging_dir, final_dir):
     shutil.rmtree(previous)
 
 
-def export_policies(agent, output_dir, train_step, gin_config=''):
-  """Writes greedy and collect SavedModels to output_dir; returns their paths."""
+def export_policies(agent, output_dir, train_step, gin_config='', kind=None):
+  """Writes greedy and collect SavedModels to output_dir; returns their paths.
+
+  `kind`: 'sac' or 'cem'; None exports what acts in each role in the agent.
+  """
   os.makedirs(output_dir, exist_ok=True)
   metadata = {'gin_config': tf.Variable(gin_config, dtype=tf.string, trainable=False)}
   paths = {}
   for name, greedy in POLICY_NAMES.items():
-    policy = agent.export_policy(greedy=greedy)
+    policy = agent.export_policy(greedy=greedy, kind=kind)
     saver = policy_saver.PolicySaver(policy, batch_size=None, train_step=train_step,
                                      metadata=metadata)
     staging = tempfile.mkdtemp(prefix=f'.{name}-', dir=output_dir)
@@ -97,18 +103,19 @@ def load_agent_from_root(root_dir):
     return agent, f.read()
 
 
-def export_from_root(root_dir, output_dir=None):
+def export_from_root(root_dir, output_dir=None, kind=None):
   """Rebuilds the run's agent from its config and checkpoint, then exports it."""
   agent, gin_config = load_agent_from_root(root_dir)
   output_dir = output_dir or os.path.join(os.path.abspath(root_dir), POLICIES_DIR)
-  paths = export_policies(agent, output_dir, agent.train_step_counter, gin_config)
+  paths = export_policies(agent, output_dir, agent.train_step_counter, gin_config, kind)
   return paths, int(agent.train_step_counter.numpy())
 
 
 def main(argv):
   from absl import flags  # pylint: disable=g-import-not-at-top
   del argv
-  paths, step = export_from_root(flags.FLAGS.root_dir, flags.FLAGS.output_dir)
+  paths, step = export_from_root(flags.FLAGS.root_dir, flags.FLAGS.output_dir,
+                                 flags.FLAGS.policy)
   for name, path in paths.items():
     print(f'{name}: {path} (train step {step})')
 
@@ -118,6 +125,8 @@ if __name__ == '__main__':
   from absl import flags  # pylint: disable=g-import-not-at-top
   flags.DEFINE_string('root_dir', None, 'Run root written by train_eval.py.')
   flags.DEFINE_string('output_dir', None, 'Where to write; default ROOT/policies.')
+  flags.DEFINE_enum('policy', None, ['sac', 'cem'], 'What acts: the latent actor or '
+                    "PlaNet's CEM planner; default: what acted in the run.")
   flags.mark_flag_as_required('root_dir')
   app.run(main)
   sys.exit(0)

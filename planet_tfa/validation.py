@@ -141,7 +141,25 @@ def check_train_eval(settings):
         f'{latent_sac_agent.LatentSacAgent.GREEDY_FILTERS} (the greedy policy filters with '
         'the posterior mean or a posterior sample).')
 
+  _check_acting_policies(latent_sac_agent)
   _check_env_bindings()
+
+
+def _check_acting_policies(latent_sac_agent):
+  """LatentSacAgent.collect_with / eval_with, and the planner when one acts."""
+  kinds = {binding: bound_value('LatentSacAgent', binding, latent_sac_agent.LatentSacAgent)
+           for binding in ('collect_with', 'eval_with')}
+  for binding, kind in kinds.items():
+    if kind not in latent_sac_agent.POLICY_KINDS:
+      raise SettingError(f'LatentSacAgent.{binding}={kind!r}: choose one of '
+                         f'{latent_sac_agent.POLICY_KINDS} (the latent actor or the CEM planner).')
+  if 'cem' in kinds.values():
+    from planet_tfa.agents import cem_policy  # pylint: disable=g-import-not-at-top
+    planner = {p: bound_value('CemPlanningPolicy', p, cem_policy.CemPlanningPolicy)
+               for p in ('horizon', 'num_candidates', 'top_k', 'iterations',
+                         'exploration_noise_std', 'actor_share', 'terminal_value', 'discount')}
+    # The agent always hands the planner its actor and critics.
+    cem_policy.check_config(**planner, has_actor=True, has_critics=True)
 
 
 def _check_data_ratio(settings):

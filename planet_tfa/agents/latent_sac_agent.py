@@ -30,10 +30,15 @@ from tf_agents.trajectories import policy_step
 from tf_agents.trajectories import time_step as ts
 from tf_agents.trajectories import trajectory
 
+from planet_tfa import config
+from planet_tfa.agents import cem_policy
 from planet_tfa.agents import latent_policy
 from planet_tfa.agents import world_model as world_model_lib
 from planet_tfa.networks import rssm as rssm_lib
 from planet_tfa.networks import rssm_network
+
+
+POLICY_KINDS = ('sac', 'cem')
 
 
 def _legacy_adam(learning_rate, epsilon=1e-7):
@@ -64,6 +69,10 @@ class LatentSacAgent(tf_agent.TFAgent):
       greedy_policy) filters observations: 'mean' uses the posterior mean
       (deterministic), 'sample' a posterior sample, which is what SAC's
       training features are. The collect policy always samples.
+    collect_with, eval_with: what acts in training episodes (`collect_policy`)
+      and in evaluation (`policy`): 'sac' (the latent actor) or 'cem' (PlaNet's
+      planner, `CemPlanningPolicy`, on the same world model). Training is the
+      same either way: the world model and SAC learn from the same replay.
   """
 
   GREEDY_FILTERS = ('mean', 'sample')
@@ -76,12 +85,17 @@ class LatentSacAgent(tf_agent.TFAgent):
                target_entropy=None, gamma=0.99, target_update_tau=0.005,
                target_update_period=1, reward_scale_factor=1.0, initial_log_alpha=0.0,
                sac_burn_in=3, train_world_model=True, train_sac=True,
-               greedy_filter='mean', train_step_counter=None, name='LatentSacAgent'):
+               greedy_filter='mean', collect_with='sac', eval_with='sac',
+               train_step_counter=None, name='LatentSacAgent'):
     tf.Module.__init__(self, name=name)
     if greedy_filter not in self.GREEDY_FILTERS:
       raise ValueError(f'LatentSacAgent.greedy_filter={greedy_filter!r}: use one of '
                        f'{self.GREEDY_FILTERS} (posterior mean or sample in the greedy policy).')
     self._greedy_filter = greedy_filter
+    for binding, kind in (('collect_with', collect_with), ('eval_with', eval_with)):
+      if kind not in POLICY_KINDS:
+        raise config.ConfigError(
+            f'LatentSacAgent.{binding}={kind!r}: choose one of {POLICY_KINDS}.')
     if train_step_counter is None:
       train_step_counter = tf.Variable(0, dtype=tf.int64, name='train_step')
     if world_model is None:
@@ -119,12 +133,13 @@ class LatentSacAgent(tf_agent.TFAgent):
     self._sac_burn_in = sac_burn_in
     self._train_world_model = train_world_model
     self._train_sac = train_sac
+    self._gamma = gamma
+    self._reward_scale_factor = reward_scale_factor
+    self._collect_with = collect_with
+    self._eval_with = eval_with
 
-    policy = latent_policy.LatentActorPolicy(
-        time_step_spec, action_spec, self._filter_network, actor_net, greedy=True,
-        sample_posterior=greedy_filter == 'sample')
-    collect_policy = latent_policy.LatentActorPolicy(
-        time_step_spec, action_spec, self._filter_network, actor_net, greedy=False)
+    policy = self.make_policy(eval_with, True, time_step_spec, action_spec)
+    collect_policy = self.make_policy(collect_with, False, time_step_spec, action_spec)
     super().__init__(time_step_spec, action_spec, policy, collect_policy,
                      train_sequence_length=None, train_step_counter=train_step_counter)
 
@@ -135,6 +150,15 @@ class LatentSacAgent(tf_agent.TFAgent):
   @property
   def sac(self):
     return self._sac
+
+  @property
+  def filter_network(self):
+    """The RSSM filter every acting policy steps (`RssmEncodingNetwork`)."""
+    return self._filter_network
+
+  @property
+  def actor_network(self):
+    return self._actor_network
 
   @property
   def log_alpha(self):
@@ -157,30 +181,58 @@ class LatentSacAgent(tf_agent.TFAgent):
   def greedy_filter(self):
     return self._greedy_filter
 
-  def greedy_policy(self, greedy_filter=None, sensors_only=False):
-    """The greedy policy with `greedy_filter` ('mean' | 'sample'; None: the
-    agent's setting), on the env's observation spec or, with
-    `sensors_only`, on the filter's inputs alone (for export)."""
+  def make_policy(self, kind, greedy, time_step_spec=None, action_spec=None,
+                  greedy_filter=None, **planner_kwargs):
+    """A new 'sac' or 'cem' policy on this agent's networks (no new variables).
+
+    A greedy policy filters as `greedy_filter` says ('mean' | 'sample'; None:
+    the agent's setting); a collect policy samples. `planner_kwargs` override
+    the gin-configured `CemPlanningPolicy` arguments.
+    """
+    time_step_spec = time_step_spec or self.time_step_spec
+    action_spec = action_spec or self.action_spec
     greedy_filter = greedy_filter or self._greedy_filter
     if greedy_filter not in self.GREEDY_FILTERS:
       raise ValueError(f'greedy_filter={greedy_filter!r}: use one of {self.GREEDY_FILTERS}')
+    sample_posterior = greedy_filter == 'sample' if greedy else True
+    if kind == 'sac':
+      if planner_kwargs:
+        raise ValueError(f'planner arguments {sorted(planner_kwargs)} given for the actor policy')
+      return latent_policy.LatentActorPolicy(
+          time_step_spec, action_spec, self._filter_network, self._actor_network,
+          greedy=greedy, sample_posterior=sample_posterior)
+    if kind == 'cem':
+      # pylint: disable=protected-access
+      critics = {'critic': (self._sac._critic_network_1, self._sac._critic_network_2),
+                 'target_critic': (self._sac._target_critic_network_1,
+                                   self._sac._target_critic_network_2)}
+      return cem_policy.CemPlanningPolicy(
+          time_step_spec, action_spec, self._filter_network,
+          self._world_model.reward_decoder, actor_network=self._actor_network,
+          critics=critics, critic_gamma=self._gamma,
+          critic_reward_scale=self._reward_scale_factor, greedy=greedy,
+          sample_posterior=sample_posterior, **planner_kwargs)
+    raise config.ConfigError(f'unknown policy kind {kind!r}: choose one of {POLICY_KINDS}.')
+
+  def greedy_policy(self, greedy_filter=None, sensors_only=False):
+    """The greedy policy (what `eval_with` names) with `greedy_filter`
+    ('mean' | 'sample'; None: the agent's setting), on the env's observation
+    spec or, with `sensors_only`, on the filter's inputs alone (for export)."""
     spec = self.time_step_spec
     if sensors_only:
       spec = ts.time_step_spec(self._world_model.policy_observation_spec,
                                self.time_step_spec.reward)
-    return latent_policy.LatentActorPolicy(
-        spec, self.action_spec, self._filter_network, self._actor_network, greedy=True,
-        sample_posterior=greedy_filter == 'sample')
+    return self.make_policy(self._eval_with, True, spec, greedy_filter=greedy_filter)
 
-  def export_policy(self, greedy=True):
-    """A policy whose observation spec holds the filter's inputs only; the
-    greedy one filters as `greedy_filter` says."""
-    if greedy:
-      return self.greedy_policy(sensors_only=True)
+  def export_policy(self, greedy=True, kind=None):
+    """A policy whose observation spec holds the filter's inputs only; `kind`
+    None: what acts in this role (`eval_with` when greedy, else `collect_with`).
+    The greedy one filters as `greedy_filter` says."""
+    if kind is None:
+      kind = self._eval_with if greedy else self._collect_with
     spec = ts.time_step_spec(self._world_model.policy_observation_spec,
                              self.time_step_spec.reward)
-    return latent_policy.LatentActorPolicy(
-        spec, self.action_spec, self._filter_network, self._actor_network, greedy=False)
+    return self.make_policy(kind, greedy, spec)
 
   def _initialize(self):
     return tf.no_op()

@@ -39,6 +39,11 @@ class RssmEncodingNetwork(network.Network):
     self._action_spec = action_spec
 
   @property
+  def rssm(self):
+    """The RSSM the filter steps (a planner imagines with the same one)."""
+    return self._rssm
+
+  @property
   def feature_spec(self):
     return tf.TensorSpec([self._rssm.feature_size], tf.float32, name='latent_features')
 

@@ -1,0 +1,173 @@
+"""Return of each acting policy on one trained model (issue 16).
+
+  python -m bench.planner_eval --root_dir=ROOT [--episodes 5] [--seed 100]
+      [--policies sac,cem,cem_guided] [--planner 'horizon=12,num_candidates=1000']
+
+Loads ROOT's newest checkpoint into an agent (built from ROOT's operative
+config) and runs greedy episodes on the run's task with each policy, all on
+the same world model:
+  sac         the latent actor (mode of the SAC actor)
+  cem         PlaNet's CEM planner (gin defaults: horizon 12, 1000 candidates,
+              top 100, 10 iterations; `--planner` overrides)
+  cem_guided  the planner with actor guidance: `--guided_share` of the initial
+              candidates from the actor, min-critic terminal value
+  model       not a policy: how well the world model predicts a plan's return.
+              One greedy actor episode; every 4th step, the summed reward the
+              model predicts open loop (from the filtered belief, prior means,
+              the planner's scoring) for the actor's next H actions against the
+              real sum; every 16th step also the predicted return of the CEM
+              plan from that belief (what the planner optimises)
+Every policy meets the same episodes: a fresh environment seeded `--seed` for
+each. One JSON line per policy: returns, mean, wall time per episode.
+"""
+import argparse
+import os
+import statistics
+import sys
+import time
+
+from bench import common
+
+
+def _parse_overrides(text):
+  overrides = {}
+  for item in filter(None, (text or '').split(',')):
+    key, value = item.split('=', 1)
+    overrides[key.strip()] = eval(value, {}, {})  # pylint: disable=eval-used
+  return overrides
+
+
+def run_episodes(tf_env, policy, episodes, label=''):
+  """Greedy episodes one at a time (as train_eval evaluates); returns, seconds."""
+  from tf_agents.metrics import tf_metrics  # pylint: disable=g-import-not-at-top
+  from planet_tfa.drivers import episode_drivers  # pylint: disable=g-import-not-at-top
+  returns_metric = tf_metrics.AverageReturnMetric(buffer_size=1)
+  steps_metric = tf_metrics.EnvironmentSteps()
+  driver = episode_drivers.EpisodeDriver(tf_env, policy, [returns_metric, steps_metric])
+  returns, seconds, steps = [], [], []
+  for _ in range(episodes):
+    before = int(steps_metric.result())
+    start = time.perf_counter()
+    driver.run(1)
+    seconds.append(time.perf_counter() - start)
+    returns.append(float(returns_metric.result()))
+    steps.append(int(steps_metric.result()) - before)
+    print(f'# {label} episode {len(returns)}/{episodes}: return {returns[-1]:.1f} in '
+          f'{seconds[-1]:.1f}s', file=sys.stderr, flush=True)
+  return returns, seconds, steps
+
+
+def model_check(agent, env, planner, stride=4, plan_stride=16):
+  """Predicted vs real H-step returns along one greedy actor episode."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from tf_agents.trajectories import time_step as ts  # pylint: disable=g-import-not-at-top
+  from tf_agents.utils import common as tfa_common  # pylint: disable=g-import-not-at-top
+  actor = agent.make_policy('sac', True)
+  act_fn = tfa_common.function(actor.action)
+  score_fn = tfa_common.function(planner.plan_returns)
+  plan_fn = tfa_common.function(planner.plan)
+  step, state = env.reset(), actor.get_initial_state(1)
+  beliefs, actions, rewards = [], [], []
+  while not step.is_last():
+    batched = ts.TimeStep(tf.constant([step.step_type]), tf.constant([step.reward], tf.float32),
+                          tf.constant([step.discount], tf.float32),
+                          {k: tf.constant(v[None]) for k, v in step.observation.items()})
+    out = act_fn(batched, state)
+    state = out.state
+    beliefs.append({'deter': state['deter'], 'stoch': state['stoch']})
+    actions.append(out.action.numpy()[0])
+    step = env.step(actions[-1])
+    rewards.append(float(step.reward))
+  horizon = planner.horizon
+  actions, rewards = np.array(actions, np.float32), np.array(rewards)
+  predicted, real, cem_predicted, actor_predicted = [], [], [], []
+  for t in range(0, len(actions) - horizon + 1, stride):
+    actor_plan = tf.constant(actions[None, None, t:t + horizon])   # [1, 1, H, A]
+    predicted.append(float(score_fn(beliefs[t], actor_plan)[0, 0]))
+    real.append(float(rewards[t:t + horizon].sum()))
+    if t % plan_stride == 0:
+      mean, _ = plan_fn(beliefs[t], tf.constant([0, t]))
+      cem_predicted.append(float(score_fn(beliefs[t], mean[None])[0, 0]))
+      actor_predicted.append(predicted[-1])
+  predicted, real = np.array(predicted), np.array(real)
+  return dict(
+      actor_episode_return=round(float(rewards.sum()), 1), horizon=horizon, windows=len(real),
+      corr=round(float(np.corrcoef(predicted, real)[0, 1]), 3),
+      mean_abs_err=round(float(np.abs(predicted - real).mean()), 2),
+      mean_real=round(float(real.mean()), 2), mean_predicted=round(float(predicted.mean()), 2),
+      plan_checks=len(cem_predicted),
+      cem_plan_predicted_mean=round(float(np.mean(cem_predicted)), 2),
+      actor_plan_predicted_mean=round(float(np.mean(actor_predicted)), 2))
+
+
+def main():
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument('--root_dir', required=True)
+  parser.add_argument('--episodes', type=int, default=5)
+  parser.add_argument('--seed', type=int, default=100)
+  parser.add_argument('--policies', default='sac,cem,cem_guided',
+                      help='comma list of sac, cem, cem_guided, model')
+  parser.add_argument('--planner', default='',
+                      help="CemPlanningPolicy overrides, e.g. 'horizon=3,num_candidates=20'")
+  parser.add_argument('--guided_share', type=float, default=0.1)
+  parser.add_argument('--guided_value', default='critic', help="terminal value or 'none'")
+  args = parser.parse_args()
+  import gin  # pylint: disable=g-import-not-at-top
+  from planet_tfa import config  # pylint: disable=g-import-not-at-top
+  from planet_tfa import export  # pylint: disable=g-import-not-at-top
+  from planet_tfa import run  # pylint: disable=g-import-not-at-top
+  from planet_tfa.environments import suites  # pylint: disable=g-import-not-at-top
+
+  root = os.path.abspath(args.root_dir)
+  agent, _ = export.load_agent_from_root(root)
+  planner = _parse_overrides(args.planner)
+  guided = dict(planner, actor_share=args.guided_share,
+                terminal_value=None if args.guided_value == 'none' else args.guided_value)
+  makers = {
+      'sac': lambda: agent.make_policy('sac', True),
+      'cem': lambda: agent.make_policy('cem', True, **planner),
+      'cem_guided': lambda: agent.make_policy('cem', True, **guided),
+  }
+  # The run's task (and its action repeat, time limit) from its own config.
+  config.parse_run_config(os.path.join(root, run.OPERATIVE_CONFIG))
+  try:
+    for name in args.policies.split(','):
+      if name == 'model':
+        env = suites.load_environment(seed=args.seed)
+        try:
+          check = model_check(agent, env, makers['cem']())
+        finally:
+          env.close()
+        common.emit(16, 'model_open_loop_return_corr', check.pop('corr'), 'correlation',
+                    what='model-predicted vs real H-step return of the actor\'s actions',
+                    train_step=int(agent.train_step_counter.numpy()), root_dir=root,
+                    env_seed=args.seed, **check)
+        continue
+      policy = makers[name]()
+      tf_env = run.make_tf_env(suites.load_environment, args.seed)
+      try:
+        returns, seconds, steps = run_episodes(tf_env, policy, args.episodes, name)
+      finally:
+        run.close_tf_env(tf_env)
+      details = {}
+      if name != 'sac':
+        details = dict(horizon=policy.horizon, num_candidates=policy.num_candidates,
+                       top_k=policy.top_k, iterations=policy.iterations,
+                       actor_candidates=policy.num_actor_candidates)
+        if name == 'cem_guided':
+          details['terminal_value'] = guided['terminal_value']
+      common.emit(16, f'eval_return_{name}', round(statistics.mean(returns), 1), 'return',
+                  returns=[round(r, 1) for r in returns],
+                  return_std=round(statistics.pstdev(returns), 1),
+                  wall_s_per_episode=round(statistics.median(seconds), 1),
+                  all_wall_s=[round(s, 1) for s in seconds], env_steps_per_episode=steps[0],
+                  train_step=int(agent.train_step_counter.numpy()), root_dir=root,
+                  env_seed=args.seed, **details)
+  finally:
+    gin.clear_config()
+  common.hard_exit()
+
+
+if __name__ == '__main__':
+  main()

@@ -1,0 +1,416 @@
+"""PlaNet's CEM planner (`CemPlanningPolicy`) on tiny world models.
+
+The search is checked on a world model whose RSSM weights are set so that the
+imagined state after an action remembers that action (deter_i = tanh(g a_i)),
+with a reward head r = -|a - target|^2 read from it: the optimum is known, and
+so is the return of every plan.
+"""
+import os
+import subprocess
+import sys
+import textwrap
+
+import gin
+import numpy as np
+import pytest
+import tensorflow as tf
+from tf_agents.specs import tensor_spec
+from tf_agents.trajectories import time_step as ts
+from tf_agents.utils import common
+
+from planet_tfa import config
+from planet_tfa import export
+from planet_tfa.agents import cem_policy
+from planet_tfa.agents import latent_sac_agent
+from planet_tfa.agents import world_model as world_model_lib
+from planet_tfa.networks import rssm as rssm_lib
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+OBS_SPEC = {'pixels': tf.TensorSpec([64, 64, 3], tf.uint8, 'pixels')}
+ACTION_SPEC = tensor_spec.BoundedTensorSpec([2], tf.float32, -1.0, 1.0, 'action')
+GAIN = 0.5
+TARGET = np.array([0.6, -0.3], np.float32)
+
+
+@pytest.fixture(autouse=True)
+def clear_gin():
+  gin.clear_config()
+  yield
+  gin.clear_config()
+
+
+def make_agent(seed=0, **kwargs):
+  tf.keras.utils.set_random_seed(seed)
+  model = world_model_lib.WorldModel(
+      OBS_SPEC, ACTION_SPEC, image_depth=4,
+      rssm=rssm_lib.RSSM(deter_size=16, stoch_size=4, hidden_size=16))
+  return latent_sac_agent.LatentSacAgent(
+      ts.time_step_spec(OBS_SPEC), ACTION_SPEC, world_model=model,
+      actor_fc_layers=(16,), critic_fc_layers=(16,), **kwargs)
+
+
+def planner(agent, reward_head=None, **kwargs):
+  """A planner on the agent's networks; `reward_head` replaces the model's."""
+  critics = {'critic': (agent.sac._critic_network_1, agent.sac._critic_network_2),
+             'target_critic': (agent.sac._target_critic_network_1,
+                               agent.sac._target_critic_network_2)}
+  kwargs.setdefault('greedy', True)
+  return cem_policy.CemPlanningPolicy(
+      agent.time_step_spec, ACTION_SPEC, agent.filter_network,
+      reward_head or agent.world_model.reward_decoder, actor_network=agent.actor_network,
+      critics=critics, **kwargs)
+
+
+def remember_last_action(rssm, gain=GAIN):
+  """Sets the RSSM's prior so that deter[:A] = tanh(gain * a) after any step."""
+  # pylint: disable=protected-access
+  stoch, deter, hidden = rssm.stoch_size, rssm.deter_size, rssm._img_in.units
+  size = ACTION_SPEC.shape[0]
+  kernel = np.zeros(rssm._img_in.kernel.shape, np.float32)
+  bias = np.zeros(hidden, np.float32)
+  for i in range(size):
+    kernel[stoch + i, i] = 1.0
+    bias[i] = 2.0  # a + 2 > 0: the ELU passes it unchanged
+  rssm._img_in.kernel.assign(kernel)
+  rssm._img_in.bias.assign(bias)
+  cell = rssm._cell
+  gru_kernel = np.zeros(cell.kernel.shape, np.float32)
+  gru_bias = np.zeros(cell.bias.shape, np.float32)
+  gru_bias[0, :deter] = -30.0  # update gate shut: the new state is the candidate
+  for i in range(size):
+    gru_kernel[i, 2 * deter + i] = gain
+    gru_bias[0, 2 * deter + i] = -2.0 * gain
+  cell.kernel.assign(gru_kernel)
+  cell.recurrent_kernel.assign(np.zeros(cell.recurrent_kernel.shape, np.float32))
+  cell.bias.assign(gru_bias)
+
+
+class ActionReward(tf.Module):
+  """r = -|a - target|^2 of the action that led to the state (read from deter)."""
+
+  def __init__(self, target, gain=GAIN):
+    super().__init__(name='action_reward')
+    self._target = tf.constant(target, tf.float32)
+    self._gain = gain
+
+  def __call__(self, features):
+    size = self._target.shape[0]
+    action = tf.atanh(tf.clip_by_value(features[..., :size], -0.999, 0.999)) / self._gain
+    return -tf.reduce_sum(tf.square(action - self._target), -1)
+
+
+def belief(agent, batch_size=2, seed=0):
+  """A filtered belief {'deter', 'stoch'} [B, ...] from a random frame."""
+  rng = np.random.default_rng(seed)
+  pixels = rng.integers(0, 255, [batch_size, 64, 64, 3]).astype(np.uint8)
+  features, state = agent.filter_network(
+      {'pixels': tf.constant(pixels)}, step_type=tf.zeros([batch_size], tf.int32),
+      network_state=(), sample=False)
+  del features
+  return {'deter': state['deter'], 'stoch': state['stoch']}
+
+
+def time_steps(step_types, batch_size=2, seed=0):
+  rng = np.random.default_rng(seed)
+  pixels = rng.integers(0, 255, [len(step_types), batch_size, 64, 64, 3]).astype(np.uint8)
+  return [ts.TimeStep(step_type=tf.constant(st, tf.int32), reward=tf.zeros([batch_size]),
+                      discount=tf.ones([batch_size]),
+                      observation={'pixels': tf.constant(pixels[i])})
+          for i, st in enumerate(step_types)]
+
+
+# ---- configuration -----------------------------------------------------------
+
+@pytest.mark.parametrize('kwargs, message', [
+    (dict(num_candidates=100, top_k=200),
+     'CemPlanningPolicy.top_k=200 > CemPlanningPolicy.num_candidates=100'),
+    (dict(horizon=0), 'CemPlanningPolicy.horizon=0'),
+    (dict(iterations=0), 'CemPlanningPolicy.iterations=0'),
+    (dict(num_candidates=0, top_k=1), 'CemPlanningPolicy.num_candidates=0'),
+    (dict(actor_share=1.5), 'CemPlanningPolicy.actor_share=1.5'),
+    (dict(terminal_value='value'), "CemPlanningPolicy.terminal_value='value'"),
+])
+def test_a_planner_that_cannot_work_fails_naming_the_binding(kwargs, message):
+  agent = make_agent()
+  with pytest.raises(config.ConfigError, match=message.replace('.', r'\.')):
+    planner(agent, **kwargs)
+
+
+def test_gin_bindings_reach_the_planner_and_bad_ones_fail_at_agent_construction():
+  gin.bind_parameter('CemPlanningPolicy.num_candidates', 100)
+  gin.bind_parameter('CemPlanningPolicy.top_k', 200)
+  with pytest.raises(config.ConfigError,
+                     match=r'CemPlanningPolicy\.top_k=200 > CemPlanningPolicy\.num_candidates=100'):
+    make_agent(eval_with='cem')
+  gin.bind_parameter('CemPlanningPolicy.top_k', 10)
+  agent = make_agent(eval_with='cem')
+  assert isinstance(agent.policy, cem_policy.CemPlanningPolicy) and agent.policy.greedy
+  assert agent.policy.num_candidates == 100
+  assert type(agent.collect_policy).__name__ == 'LatentActorPolicy'
+  with pytest.raises(config.ConfigError, match=r"LatentSacAgent\.collect_with='planet'"):
+    make_agent(collect_with='planet')
+  # The greedy planner filters as LatentSacAgent.greedy_filter says; collection samples.
+  agent = make_agent(eval_with='cem', collect_with='cem', greedy_filter='sample')
+  assert agent.policy.sample_posterior and agent.collect_policy.sample_posterior
+  assert not make_agent(eval_with='cem').policy.sample_posterior
+
+
+# ---- the search --------------------------------------------------------------
+
+@pytest.mark.parametrize('discount', [1.0, 0.5])
+def test_plan_returns_sum_the_reward_of_arriving_after_each_action(discount):
+  agent = make_agent()
+  remember_last_action(agent.world_model.rssm)
+  policy = planner(agent, ActionReward(TARGET), horizon=3, discount=discount)
+  rng = np.random.default_rng(1)
+  actions = rng.uniform(-1, 1, [2, 5, 3, 2]).astype(np.float32)  # [B, N, H, A]
+  returns = policy.plan_returns(belief(agent), tf.constant(actions)).numpy()
+  per_step = -np.square(actions - TARGET).sum(-1)                # [B, N, H]
+  expected = (per_step * discount ** np.arange(3)).sum(-1)
+  np.testing.assert_allclose(returns, expected, atol=1e-3)
+
+
+def test_cem_finds_the_known_optimum_of_every_plan_step():
+  agent = make_agent()
+  remember_last_action(agent.world_model.rssm)
+  policy = planner(agent, ActionReward(TARGET), horizon=3, num_candidates=200, top_k=20,
+                   iterations=6)
+  mean, std = policy.plan(belief(agent), tf.constant([3, 4]))
+  np.testing.assert_allclose(mean.numpy(), np.broadcast_to(TARGET, [2, 3, 2]), atol=0.05)
+  assert std.numpy().max() < 0.1  # refit to a narrowing elite set
+  out = policy.action(time_steps([[0, 0]])[0], policy.get_initial_state(2))
+  np.testing.assert_allclose(out.action.numpy(), np.broadcast_to(TARGET, [2, 2]), atol=0.05)
+
+
+def test_an_optimum_outside_the_action_box_is_planned_at_its_edge():
+  agent = make_agent()
+  remember_last_action(agent.world_model.rssm)
+  target = np.array([1.6, -0.3], np.float32)
+  policy = planner(agent, ActionReward(target), horizon=2, num_candidates=200, top_k=20,
+                   iterations=6)
+  mean, _ = policy.plan(belief(agent), tf.constant([0, 1]))
+  assert mean.numpy().max() <= 1.0
+  np.testing.assert_allclose(mean.numpy()[..., 0], 1.0, atol=0.03)
+  np.testing.assert_allclose(mean.numpy()[..., 1], -0.3, atol=0.05)
+
+
+def test_greedy_planner_is_deterministic_and_collect_planner_explores():
+  agent = make_agent()
+  remember_last_action(agent.world_model.rssm)
+  kwargs = dict(horizon=2, num_candidates=50, top_k=5, iterations=3)
+  greedy = planner(agent, ActionReward(TARGET), **kwargs)
+  collect = planner(agent, ActionReward(TARGET), greedy=False, exploration_noise_std=0.3,
+                    **kwargs)
+  time_step = time_steps([[0, 0]])[0]
+  state = greedy.get_initial_state(2)
+  a = greedy.action(time_step, state).action.numpy()
+  b = greedy.action(time_step, state).action.numpy()
+  np.testing.assert_array_equal(a, b)
+  samples = np.stack([collect.action(time_step, state).action.numpy() for _ in range(8)])
+  assert samples.std(0).min() > 0.1  # ~ the 0.3 exploration noise
+  assert np.abs(samples).max() <= 1.0
+  np.testing.assert_allclose(samples.mean(0), np.broadcast_to(TARGET, [2, 2]), atol=0.35)
+
+
+# ---- actor guidance and terminal value ----------------------------------------
+
+def actor_mode_at(agent, action):
+  """Sets the actor's last layer so its mode is `action` whatever the features."""
+  dense = [l for l in agent.actor_network.submodules
+           if isinstance(l, tf.keras.layers.Dense)][-1]
+  bias = np.zeros(dense.bias.shape, np.float32)
+  bias[:len(action)] = np.arctanh(action)  # action spec [-1, 1]: mode = tanh(mean)
+  dense.kernel.assign(tf.zeros_like(dense.kernel))
+  dense.bias.assign(bias)
+
+
+def test_actor_guided_candidates_put_the_actors_plan_into_the_search():
+  agent = make_agent()
+  remember_last_action(agent.world_model.rssm)
+  actor_mode_at(agent, TARGET)
+  kwargs = dict(horizon=3, num_candidates=10, top_k=1, iterations=1)
+  guided = planner(agent, ActionReward(TARGET), actor_share=0.3, **kwargs)
+  plain = planner(agent, ActionReward(TARGET), **kwargs)
+  assert guided.num_actor_candidates == 3 and plain.num_actor_candidates == 0
+  start = belief(agent)
+  candidates = guided.actor_candidates(start, 3, tf.constant([5, 6])).numpy()
+  assert candidates.shape == (2, 3, 3, 2)
+  np.testing.assert_allclose(candidates[:, 0], np.broadcast_to(TARGET, [2, 3, 2]), atol=1e-5)
+  assert not np.allclose(candidates[:, 1], candidates[:, 0], atol=1e-2)  # sampled ones
+  assert np.abs(candidates).max() <= 1.0
+  # One iteration with top-1: the plan is the best candidate. Only the guided
+  # search holds the actor's plan, which is the optimum here.
+  seed = tf.constant([7, 8])
+  guided_mean, _ = guided.plan(start, seed)
+  plain_mean, _ = plain.plan(start, seed)
+  np.testing.assert_allclose(guided_mean.numpy(), np.broadcast_to(TARGET, [2, 3, 2]),
+                             atol=1e-5)
+  assert np.abs(plain_mean.numpy() - TARGET).max() > 0.1
+
+
+@pytest.mark.parametrize('terminal_value', ['critic', 'target_critic'])
+def test_terminal_value_adds_the_discounted_min_critic_at_the_last_imagined_state(
+    terminal_value):
+  agent = make_agent()
+  kwargs = dict(horizon=3)
+  with_value = planner(agent, terminal_value=terminal_value, critic_gamma=0.9, **kwargs)
+  without = planner(agent, discount=0.9, **kwargs)
+  start = belief(agent)
+  rng = np.random.default_rng(2)
+  actions = tf.constant(rng.uniform(-1, 1, [2, 4, 3, 2]).astype(np.float32))
+  difference = (with_value.plan_returns(start, actions)
+                - without.plan_returns(start, actions)).numpy()
+  # The value of the state reached after the last action, at the actor's mode.
+  tiled = {k: tf.repeat(start[k], 4, axis=0) for k in ('deter', 'stoch')}
+  imagined = agent.world_model.rssm.imagine(tf.reshape(actions, [8, 3, 2]), tiled,
+                                            sample=False)
+  last = rssm_lib.features(imagined)[:, -1]
+  mode = agent.actor_network(last, step_type=None, network_state=())[0].mode()
+  prefix = '_target' if terminal_value == 'target_critic' else ''
+  critics = [getattr(agent.sac, f'{prefix}_critic_network_{i}') for i in (1, 2)]
+  q = np.minimum(*[c((last, mode), step_type=(), network_state=())[0].numpy()
+                   for c in critics])
+  np.testing.assert_allclose(difference, 0.9 ** 3 * q.reshape(2, 4), rtol=1e-4, atol=1e-5)
+
+
+# ---- the filter: the same belief as the actor policy ---------------------------
+
+def test_policy_state_evolves_like_the_actor_policys_filter():
+  agent = make_agent()
+  cem = planner(agent, horizon=2, num_candidates=20, top_k=4, iterations=2)
+  sac = agent.policy  # greedy: posterior mean, like the greedy planner
+  assert cem.policy_state_spec == sac.policy_state_spec
+  steps = time_steps([[0, 0], [1, 1], [1, 0], [1, 1]])
+  cem_state, sac_state = cem.get_initial_state(2), sac.get_initial_state(2)
+  deters = []
+  for time_step in steps:
+    cem_out = cem.action(time_step, cem_state)
+    np.testing.assert_array_equal(cem_out.state['prev_action'].numpy(),
+                                  cem_out.action.numpy())
+    # The actor policy's filter, conditioned on the planner's actions.
+    sac_out = sac.action(time_step, sac_state)
+    for key in ('deter', 'stoch'):
+      np.testing.assert_allclose(cem_out.state[key].numpy(), sac_out.state[key].numpy(),
+                                 atol=1e-5, err_msg=key)
+    cem_state = cem_out.state
+    sac_state = dict(sac_out.state, prev_action=cem_out.action)
+    deters.append(cem_out.state['deter'].numpy())
+  assert not np.allclose(deters[0], deters[1])
+  # Row 1 restarts at step 2: the planner's belief is a fresh filter's there.
+  fresh = cem.action(steps[2], cem.get_initial_state(2)).state['deter'].numpy()
+  np.testing.assert_allclose(deters[2][1], fresh[1], atol=1e-6)
+  assert not np.allclose(deters[2][0], fresh[0])
+
+
+# ---- export ---------------------------------------------------------------------
+
+STANDALONE = textwrap.dedent('''
+    import collections
+    import sys
+    import numpy as np
+    import tensorflow as tf
+    import tensorflow_probability  # registers the distribution types
+    # The saved functions match a namedtuple by its name and fields.
+    TimeStep = collections.namedtuple('TimeStep', 'step_type reward discount observation')
+    policy_dir, data_path, out_path = sys.argv[1:]
+    data = np.load(data_path)
+    policy = tf.saved_model.load(policy_dir)
+    state = policy.get_initial_state(2)
+    actions, deters = [], []
+    for t in range(data['pixels'].shape[0]):
+      time_step = TimeStep(tf.constant(data['step_type'][t]), tf.zeros([2]), tf.ones([2]),
+                           {'pixels': tf.constant(data['pixels'][t])})
+      out = policy.action(time_step, state)
+      state = out.state
+      actions.append(out.action.numpy())
+      deters.append(state['deter'].numpy())
+    np.savez(out_path, actions=np.stack(actions), deters=np.stack(deters))
+    assert 'planet_tfa' not in sys.modules and 'tf_agents' not in sys.modules
+''')
+
+
+def test_exported_planner_runs_with_bare_tensorflow_and_matches_in_memory(tmp_path):
+  gin.bind_parameter('CemPlanningPolicy.horizon', 3)
+  gin.bind_parameter('CemPlanningPolicy.num_candidates', 20)
+  gin.bind_parameter('CemPlanningPolicy.top_k', 4)
+  gin.bind_parameter('CemPlanningPolicy.iterations', 3)
+  gin.bind_parameter('CemPlanningPolicy.actor_share', 0.2)
+  gin.bind_parameter('CemPlanningPolicy.terminal_value', 'critic')
+  agent = make_agent(eval_with='cem', collect_with='cem')
+  paths = export.export_policies(agent, str(tmp_path / 'policies'), agent.train_step_counter)
+  step_types = np.array([[0, 0], [1, 1], [1, 0], [1, 1]], np.int32)
+  steps = time_steps(step_types)
+  data_path, out_path = tmp_path / 'data.npz', tmp_path / 'out.npz'
+  np.savez(data_path, step_type=step_types,
+           pixels=np.stack([s.observation['pixels'].numpy() for s in steps]))
+  result = subprocess.run(
+      [sys.executable, '-c', STANDALONE, paths['greedy_policy'], str(data_path),
+       str(out_path)], capture_output=True, text=True, timeout=300)
+  assert result.returncode == 0, result.stderr[-3000:]
+  exported = np.load(out_path)
+
+  policy = agent.export_policy(greedy=True)
+  assert isinstance(policy, cem_policy.CemPlanningPolicy)
+  action_fn = common.function(policy.action)  # a graph, as in the SavedModel
+  state = policy.get_initial_state(2)
+  for t, time_step in enumerate(steps):
+    out = action_fn(time_step, state)
+    state = out.state
+    np.testing.assert_allclose(exported['actions'][t], out.action.numpy(), atol=1e-4)
+    np.testing.assert_allclose(exported['deters'][t], state['deter'].numpy(), atol=1e-5)
+
+  # The collect planner explores: in bounds, its belief filtered like the greedy one's.
+  loaded = tf.saved_model.load(paths['collect_policy'])
+  state = loaded.get_initial_state(2)
+  assert set(state) == {'deter', 'stoch', 'prev_action'}
+  for time_step in steps:
+    out = loaded.action(time_step, state)
+    assert out.action.shape == (2, 2) and np.abs(out.action.numpy()).max() <= 1.0
+    np.testing.assert_array_equal(out.state['prev_action'].numpy(), out.action.numpy())
+    state = out.state
+  names = {v.name for v in loaded.model_variables}
+  assert any('reward_decoder' in n for n in names) and any('gru' in n for n in names)
+
+
+# ---- end to end -------------------------------------------------------------------
+
+TINY_PLANNER = ['--gin_param=CemPlanningPolicy.horizon=3',
+                '--gin_param=CemPlanningPolicy.num_candidates=20',
+                '--gin_param=CemPlanningPolicy.top_k=4',
+                '--gin_param=CemPlanningPolicy.iterations=2']
+
+
+def run_train_eval(root_dir, *args, timeout=420):
+  env = dict(os.environ, PYTHONUNBUFFERED='1')
+  return subprocess.run(
+      [sys.executable, os.path.join(REPO, 'train_eval.py'), f'--root_dir={root_dir}',
+       '--gin_file=dmc_cartpole_swingup.gin', '--gin_file=tiny.gin', *args],
+      capture_output=True, text=True, timeout=timeout, env=env, cwd=REPO)
+
+
+def test_train_eval_collects_and_evaluates_with_the_planner(tmp_path):
+  root = tmp_path / 'cem'
+  result = run_train_eval(root, '--gin_param=train_eval.num_iterations=2',
+                          "--gin_param=LatentSacAgent.collect_with='cem'",
+                          "--gin_param=LatentSacAgent.eval_with='cem'", *TINY_PLANNER)
+  assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+  config_text = (root / 'operative_config.gin').read_text()
+  assert "LatentSacAgent.collect_with = 'cem'" in config_text
+  assert 'CemPlanningPolicy.num_candidates = 20' in config_text
+  with open(root / 'eval_returns.csv') as f:
+    rows = f.read().splitlines()
+  assert len(rows) == 2 and rows[1].startswith('2,')
+  # 2 warm-up + 2 planner episodes of 20 steps, and SAC trained alongside.
+  assert 'iter 2/2' in result.stdout
+  loaded = tf.saved_model.load(str(root / 'policies' / 'greedy_policy'))
+  assert any('reward_decoder' in v.name for v in loaded.model_variables)
+
+
+def test_train_eval_with_an_impossible_planner_fails_at_start_naming_it(tmp_path):
+  root = tmp_path / 'bad'
+  result = run_train_eval(root, "--gin_param=LatentSacAgent.eval_with='cem'",
+                          '--gin_param=CemPlanningPolicy.num_candidates=20',
+                          '--gin_param=CemPlanningPolicy.top_k=50', timeout=180)
+  assert result.returncode != 0
+  assert 'CemPlanningPolicy.top_k=50 > CemPlanningPolicy.num_candidates=20' in result.stderr
+  assert not (root / 'train').exists()
