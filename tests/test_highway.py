@@ -262,3 +262,40 @@ def test_train_eval_on_highway_sac_gin_writes_eval_videos_and_exports(tmp_path):
   names = {s.name for s in loaded.signatures['action'].structured_input_signature[1].values()}
   assert '0/observation/camera' in names and '0/observation/lidar' in names
   assert not any('birdeye' in n or n.endswith('/state') for n in names)
+  # bench.driving_eval drives the exported policy and reads the env's info.
+  from bench import driving_eval  # pylint: disable=g-import-not-at-top
+  env = highway.load_highway('racetrack', seed=1, episode_seconds=2.0)
+  try:
+    results = driving_eval.run_episodes(
+        env, driving_eval.SavedPolicy(str(tmp_path / 'policies' / 'greedy_policy')), 2)
+  finally:
+    env.close()
+  assert len(results) == 2
+  assert all(r['reason'] in ('collision', 'off_road', 'time_limit') for r in results)
+  assert all(r['steps'] <= 11 and r['distance_m'] >= 0 for r in results)
+
+
+def test_driving_eval_counts_crashes_and_distance():
+  from bench import driving_eval  # pylint: disable=g-import-not-at-top
+  env = highway.load_highway('racetrack', seed=0, episode_seconds=2.0)
+  try:
+    # Straight ahead on the first straight: 2 s at 10 m/s, no crash.
+    coast = driving_eval.summarize(
+        driving_eval.run_episodes(env, driving_eval.ConstantPolicy(0.0), 2))
+    # Full right lock leaves the track at once.
+    steer = driving_eval.summarize(
+        driving_eval.run_episodes(env, _SteerRight(), 2))
+  finally:
+    env.close()
+  assert coast['crash_rate'] == 0.0 and coast['time_limit_rate'] == 1.0
+  assert coast['distance_m_mean'] == pytest.approx(20.0, rel=0.15)
+  assert steer['crash_rate'] == 1.0 and steer['off_road_rate'] == 1.0
+  assert steer['distance_m_mean'] < coast['distance_m_mean']
+
+
+class _SteerRight:
+  def reset(self):
+    pass
+
+  def __call__(self, time_step):
+    return np.array([0.0, 1.0], np.float32)
