@@ -10,9 +10,9 @@ What each key means here (all images 64x64 uint8, forward up, right to the right
            pygame, `render_pixels` square at `scaling` px/m), box-filtered to
            64x64. highway-env has no first-person view; this is the sensor
            image the encoder sees, as CARLA's front camera is.
-  lidar:   highway-env's `LidarObservation` (the distance to the nearest vehicle
-           in each of `lidar_cells` angular sectors, up to `lidar_range` m)
-           turned into lidar points and drawn by `carla_env.lidar_to_birdeye`:
+  lidar:   highway-env's `LidarObservation`, the scenario's observation type
+           here (the distance to the nearest vehicle in each of `lidar_cells`
+           angular sectors, up to `lidar_range` m), turned into lidar points and drawn by `carla_env.lidar_to_birdeye`:
            channel 0 the obstacle hit of each sector, channel 1 ground returns
            along each ray up to its hit (what a real lidar sees of the road
            surface), channel 2 an intensity that falls with distance.
@@ -31,8 +31,9 @@ What each key means here (all images 64x64 uint8, forward up, right to the right
 Why not highway-env's `OccupancyGrid` observation for the mask: it marks one
 cell per vehicle centre and only lane *centre lines* as road, and it took
 46 ms per step on the racetrack (a pandas frame and ~3600 lane waypoints per
-step) against ~1 ms for rasterising the lanes' quads once per episode and the
-boxes per step.
+step) against a few ms for drawing the lane quads near the ego and the boxes.
+It is also the racetrack's default observation, so the loader replaces it by
+the (cheap) lidar, which it uses.
 
 Action: [acceleration, steering] in [-1, 1] (CARLA's order) to highway-env's
 `ContinuousAction` with both axes on: acceleration spans +-5 m/s^2, steering
@@ -90,7 +91,7 @@ OTHER_TERMINAL = 'terminal'  # a scenario's own end (e.g. reaching an exit)
 # height above the ground below a sensor this high (CarlaEnv's defaults).
 _LIDAR_HEIGHT = 2.4
 _OBSTACLE_HEIGHT = 1.0  # a hit on a car body: well above the ground tolerance
-_LANE_QUAD_LENGTH_M = 2.0
+_LANE_QUAD_LENGTH_M = 4.0  # chord error on a 20 m curve: 0.1 m, a fifth of a pixel
 
 
 class HighwayEnvError(Exception):
@@ -187,6 +188,18 @@ def vehicle_box(vehicle):
                                vehicle.LENGTH / 2.0, vehicle.WIDTH / 2.0)
 
 
+def birdeye_view_radius(geometry, slack_m=10.0):
+  """Farthest a lane-quad vertex or vehicle centre can be and still touch the image (m).
+
+  The distance from the ego to the image's farthest corner, plus `slack_m` for
+  a quad or box that reaches into the image from outside (quads are 4 m long).
+  """
+  size, mpp = geometry.image_size, geometry.meters_per_pixel
+  rows = max(geometry.ego_row + 0.5, size - geometry.ego_row - 0.5)
+  cols = max(geometry.ego_col + 0.5, size - geometry.ego_col - 0.5)
+  return math.hypot(rows, cols) * mpp + slack_m
+
+
 def wrap_angle(angle):
   return (angle + np.pi) % (2.0 * np.pi) - np.pi
 
@@ -218,9 +231,12 @@ class HighwayDrivingEnv(py_environment.PyEnvironment):
     env_id, overrides = scenario_id(scenario)
     gymnasium = import_highway_env()
     _allow_offscreen_rendering()
-    from highway_env.envs.common import observation as hw_observation  # pylint: disable=g-import-not-at-top
     env_config = dict(overrides)
     env_config.update({
+        # The lidar is the one observation used as is; the scenarios' defaults
+        # (occupancy grids, kinematics tables) cost up to 50 ms a step.
+        'observation': {'type': 'LidarObservation', 'cells': int(lidar_cells),
+                        'maximum_range': float(lidar_range), 'normalize': False},
         'offscreen_rendering': True,
         'action': {'type': 'ContinuousAction', 'longitudinal': True, 'lateral': True,
                    'speed_range': [0.0, float(max_speed)]},
@@ -233,12 +249,10 @@ class HighwayDrivingEnv(py_environment.PyEnvironment):
     self.scenario = scenario
     self._env = gymnasium.make(env_id, render_mode='rgb_array', config=env_config)
     self._sim = self._env.unwrapped
-    self._lidar = hw_observation.LidarObservation(
-        self._sim, cells=int(lidar_cells), maximum_range=float(lidar_range), normalize=False)
     self._lidar_range = float(lidar_range)
     self._image_size = int(image_size)
     self._geometry = carla_env.birdeye_geometry(image_size, meters_per_pixel)
-    self._view_radius = carla_env.view_radius(self._geometry)
+    self._view_radius = birdeye_view_radius(self._geometry)
     self._target_speed = target_speed
     self._seed = seed
     self._road_quads = np.zeros((0, 4, 2))
@@ -269,7 +283,7 @@ class HighwayDrivingEnv(py_environment.PyEnvironment):
 
   def _reset(self):
     # The first reset seeds highway-env's RNG; later ones continue its sequence.
-    self._env.reset(seed=self._seed)
+    lidar, _ = self._env.reset(seed=self._seed)
     self._seed = None
     road = self._sim.road
     lanes = [lane for by_to in road.network.graph.values() for lane_list in by_to.values()
@@ -277,7 +291,7 @@ class HighwayDrivingEnv(py_environment.PyEnvironment):
     self._road_quads = lane_quads(lanes)  # the road is static within an episode
     self._odometer = 0.0
     self._last_position = np.array(self._sim.vehicle.position, np.float64)
-    observation = self._observe()
+    observation = self._observe(lidar)
     if observation['camera'].max() == 0:
       raise HighwayEnvError(
           'highway-env rendered an all-black camera frame: pygame has no working '
@@ -289,7 +303,7 @@ class HighwayDrivingEnv(py_environment.PyEnvironment):
 
   def _step(self, action):
     action = np.clip(np.asarray(action, np.float64).reshape(2), -1.0, 1.0)
-    _, reward, terminated, truncated, info = self._env.step(action)
+    lidar, reward, terminated, truncated, info = self._env.step(action)
     vehicle = self._sim.vehicle
     position = np.array(vehicle.position, np.float64)
     self._odometer += float(np.linalg.norm(position - self._last_position))
@@ -302,7 +316,7 @@ class HighwayDrivingEnv(py_environment.PyEnvironment):
     reason = end_reason(terminated, truncated, bool(info.get('crashed', vehicle.crashed)),
                         bool(vehicle.on_road))
     self._info = self._make_info(reason)
-    observation = self._observe()
+    observation = self._observe(lidar)
     if reason is None:
       return ts.transition(observation, np.float32(reward), discount=1.0)
     if terminated:
@@ -319,7 +333,8 @@ class HighwayDrivingEnv(py_environment.PyEnvironment):
     longitudinal, _ = lane.local_coordinates(vehicle.position)
     return float(wrap_angle(vehicle.heading - lane.heading_at(longitudinal)))
 
-  def _observe(self):
+  def _observe(self, lidar_sectors):
+    """lidar_sectors: highway-env's LidarObservation [cells, (distance, speed)]."""
     sim = self._sim
     vehicle = sim.vehicle
     frame = self._env.render()
@@ -330,8 +345,7 @@ class HighwayDrivingEnv(py_environment.PyEnvironment):
 
     ego_xy = np.array(vehicle.position, np.float64)
     ego_yaw_deg = math.degrees(vehicle.heading)
-    distances = self._lidar.trace(vehicle.position, vehicle.velocity)[:, 0]
-    points = lidar_sectors_to_points(distances, vehicle.heading, self._lidar_range,
+    points = lidar_sectors_to_points(np.asarray(lidar_sectors)[:, 0], vehicle.heading, self._lidar_range,
                                      ground_spacing_m=self._geometry.meters_per_pixel)
     lidar = carla_env.lidar_to_birdeye(
         points, self._geometry, lidar_range=self._lidar_range, lidar_height=_LIDAR_HEIGHT,
