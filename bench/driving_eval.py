@@ -11,6 +11,12 @@ environment is the one train_eval builds from the gin files, with the eval
 env's seed (train_eval.seed + 1); reasons and distances come from the
 environment's `get_info()` (planet_tfa/environments/highway.py). Prints one JSON
 line (and writes it to --out): every episode, then the means and rates.
+
+  python -m bench.driving_eval --curve_root=runs/highway_s0 --png=docs/driving_curve.png \
+      --baseline=random.json --baseline=constant.json
+
+plots the run's eval returns over wall time (ROOT/eval_returns.csv) with the
+baselines' mean returns (JSON lines written by --out) as horizontal lines.
 """
 import json
 import sys
@@ -26,6 +32,9 @@ flags.DEFINE_float('throttle', 0.5, "Acceleration action of the 'constant' polic
 flags.DEFINE_integer('episodes', 10, 'Episodes to run.')
 flags.DEFINE_integer('seed', None, 'Environment seed (default: train_eval.seed + 1, the eval env).')
 flags.DEFINE_string('out', None, 'Also write the JSON line here.')
+flags.DEFINE_string('curve_root', None, 'Plot this run root\'s eval returns instead of driving.')
+flags.DEFINE_multi_string('baseline', [], 'driving_eval JSON files drawn as horizontal lines.')
+flags.DEFINE_string('png', 'driving_curve.png', 'Where --curve_root writes its plot.')
 FLAGS = flags.FLAGS
 
 CRASH_REASONS = ('collision', 'off_road')
@@ -131,8 +140,38 @@ def make_env(gin_files, gin_params, seed=None):
   return env_loader(seed=seed), seed
 
 
+def plot_curve(root, baseline_paths, png, label='latent SAC (greedy eval)'):
+  """Eval return over wall minutes of one run, baselines as dashed lines."""
+  import matplotlib  # pylint: disable=g-import-not-at-top
+  matplotlib.use('Agg')
+  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  from bench import compare_curves  # pylint: disable=g-import-not-at-top
+  records = compare_curves.load(root)
+  fig, ax = plt.subplots(figsize=(7, 4))
+  ax.plot([r['wall_time_s'] / 60 for r in records], [r['eval_return'] for r in records],
+          marker='o', markersize=3, label=label)
+  for path, style in zip(baseline_paths, ('--', ':', '-.')):
+    with open(path) as f:
+      baseline = json.loads(f.readline())
+    name = baseline['policy'] if baseline['policy'] in ('random', 'constant') else 'saved'
+    if name == 'constant':
+      name = f'constant throttle {baseline["throttle"]:g}, no steering'
+    ax.axhline(baseline['return_mean'], color='gray', linestyle=style,
+               label=f'{name} ({baseline["episodes"]} episodes)')
+  ax.set_xlabel('wall time (minutes, shared 2-core CPU)')
+  ax.set_ylabel('eval return (mean of the eval episodes)')
+  ax.grid(alpha=0.3)
+  ax.legend()
+  fig.tight_layout()
+  fig.savefig(png, dpi=100)
+  return png
+
+
 def main(argv):
   del argv
+  if FLAGS.curve_root:
+    print(plot_curve(FLAGS.curve_root, FLAGS.baseline, FLAGS.png))
+    return 0
   env, seed = make_env(FLAGS.gin_file, FLAGS.gin_param, FLAGS.seed)
   if FLAGS.policy == 'random':
     policy = RandomPolicy(env.action_spec(), seed)
