@@ -71,7 +71,8 @@ class SavedPolicy:
 
   def __init__(self, path):
     import tensorflow as tf  # pylint: disable=g-import-not-at-top
-    import tensorflow_probability  # pylint: disable=g-import-not-at-top,unused-import  # registers types
+    # tensorflow_probability registers the distribution types the SavedModel uses.
+    import tensorflow_probability  # pylint: disable=g-import-not-at-top,unused-import
     self._tf = tf
     self._policy = tf.saved_model.load(path)
     signature = self._policy.signatures['action'].structured_input_signature[1]

@@ -12,7 +12,8 @@ What each key means here (all images 64x64 uint8, forward up, right to the right
            image the encoder sees, as CARLA's front camera is.
   lidar:   highway-env's `LidarObservation`, the scenario's observation type
            here (the distance to the nearest vehicle in each of `lidar_cells`
-           angular sectors, up to `lidar_range` m), turned into lidar points and drawn by `carla_env.lidar_to_birdeye`:
+           angular sectors, up to `lidar_range` m), turned into lidar points
+           and drawn by `carla_env.lidar_to_birdeye`:
            channel 0 the obstacle hit of each sector, channel 1 ground returns
            along each ray up to its hit (what a real lidar sees of the road
            surface), channel 2 an intensity that falls with distance.
@@ -345,8 +346,9 @@ class HighwayDrivingEnv(py_environment.PyEnvironment):
 
     ego_xy = np.array(vehicle.position, np.float64)
     ego_yaw_deg = math.degrees(vehicle.heading)
-    points = lidar_sectors_to_points(np.asarray(lidar_sectors)[:, 0], vehicle.heading, self._lidar_range,
-                                     ground_spacing_m=self._geometry.meters_per_pixel)
+    points = lidar_sectors_to_points(
+        np.asarray(lidar_sectors)[:, 0], vehicle.heading, self._lidar_range,
+        ground_spacing_m=self._geometry.meters_per_pixel)
     lidar = carla_env.lidar_to_birdeye(
         points, self._geometry, lidar_range=self._lidar_range, lidar_height=_LIDAR_HEIGHT,
         exclude_half_extent=(vehicle.LENGTH / 2.0, vehicle.WIDTH / 2.0))
