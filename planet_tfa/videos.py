@@ -113,7 +113,8 @@ class EvalVideo:
   Args:
     video_dir: where eval_<train_step>.gif go (ROOT/eval/videos).
     world_model: the agent's WorldModel (its encoders read the recorded steps).
-    keys: image keys to show; None: every image key the model decodes.
+    keys: image keys to show; None: every image key the model decodes. A
+      model without image keys (vector observations) gets no videos.
     max_steps: steps recorded per episode (the video shows the first ones).
     max_frames: frames per GIF, evenly spaced over the recorded steps.
     keep_last: GIFs kept on disk (older ones are deleted).
@@ -139,7 +140,7 @@ class EvalVideo:
 
   def arm(self):
     """Records the next episode that the eval driver starts."""
-    self._armed = True
+    self._armed = bool(self._keys)  # nothing to show without image keys
     self._steps = []
 
   @property
@@ -176,7 +177,7 @@ class EvalVideo:
   def write(self, train_step):
     """Writes the recorded episode's GIF and TensorBoard strip; returns the path or None."""
     self._armed = False
-    if not self._steps:
+    if not self._steps or not self._keys:
       return None
     observation, actions, step_types = self.episode()
     inputs = {key: tf.constant(observation[key][None]) for key in self._world_model.encoder_keys}

@@ -8,6 +8,7 @@ from PIL import Image
 from PIL import ImageSequence
 from tf_agents.environments import tf_py_environment
 from tf_agents.policies import random_tf_policy
+from tf_agents.specs import tensor_spec
 from tf_agents.trajectories import time_step as ts
 
 from planet_tfa import videos
@@ -121,3 +122,18 @@ def test_eval_video_records_the_first_episode_and_writes_real_and_model(highway_
   assert error < 6, error
   assert np.abs(frames[0][:64, 64 + gap:].astype(int) - real_camera[0].astype(int)).mean() > 10
   assert recorder.write(train_step=43) is None  # nothing recorded since
+
+
+def test_a_model_without_image_keys_gets_no_video(tmp_path):
+  # Vector observations (e.g. tests/counting_env.py's 'sensor'): nothing to show.
+  model = world_model_lib.WorldModel(
+      {'sensor': tf.TensorSpec([3], tf.float32)},
+      tensor_spec.BoundedTensorSpec([1], tf.float32, -1.0, 1.0),
+      rssm=rssm.RSSM(deter_size=8, stoch_size=4, hidden_size=8))
+  recorder = videos.EvalVideo(str(tmp_path), model)
+  recorder.arm()
+  recorder._record(np.array([ts.StepType.FIRST]), np.zeros([1, 1], np.float32),  # pylint: disable=protected-access
+                   np.zeros([1, 3], np.float32))
+  assert recorder.recorded_steps == 0
+  assert recorder.write(train_step=1) is None
+  assert not list(tmp_path.iterdir())
