@@ -14,7 +14,7 @@ PYTEST_ARGS ?=
 $(STAMP): setup.py
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip setuptools wheel
-	$(PY) -m pip install --quiet -e '.[dmc,carla,dev]'
+	$(PY) -m pip install --quiet -e '.[dmc,carla,highway,dev]'
 	touch $(STAMP)
 
 venv: $(STAMP)

@@ -26,6 +26,11 @@ setuptools.setup(
         # mujoco 4 breaks dm-control 1.0.50.
         'dmc': ['dm-control==1.0.50', 'mujoco==3.17.0'],
         'carla': ['carla==0.9.16'],
+        # highway-env 1.12+ pulls pygame-ce, which overwrites tf-agents' pygame==2.1.3
+        # without pip check noticing; 1.11 is the last on pygame. Installed on its own,
+        # highway-env 1.11 resolved to gymnasium 1.4 with numpy 2.4 and typing-extensions
+        # 4.16; gymnasium 1.3.0 works with the pinned numpy and tf-agents' 4.5.0.
+        'highway': ['highway-env==1.11', 'gymnasium==1.3.0'],
         'dev': ['pytest>=7', 'pytest-timeout>=2.1', 'matplotlib>=3.5'],
     },
 )

@@ -38,6 +38,7 @@ def import_configurables():
   from planet_tfa.drivers import episode_drivers
   from planet_tfa.drivers import observers
   from planet_tfa.drivers import replay
+  from planet_tfa.environments import highway  # imports highway-env only when used
   from planet_tfa.environments import suites
   from planet_tfa.networks import decoders
   from planet_tfa.networks import encoders

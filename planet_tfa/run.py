@@ -27,6 +27,7 @@ from planet_tfa import schedule
 from planet_tfa import stop_signals
 from planet_tfa import summaries
 from planet_tfa import validation
+from planet_tfa import videos
 from planet_tfa.agents import latent_sac_agent
 from planet_tfa.drivers import episode_drivers
 from planet_tfa.drivers import observers
@@ -203,9 +204,11 @@ def train_eval(root_dir,
     episode_observer = observers.TFReverbObserver(
         lambda: observers.ReverbEpisodeObserver(replay_server.client, sequence_length),
         batch_size=train_env.batch_size)
+    eval_video = videos.EvalVideo(os.path.join(root_dir, EVAL_DIR, videos.VIDEO_DIR),
+                                  agent.world_model)
     collection = episode_drivers.Collection(
         train_env, eval_env, agent.collect_policy, agent.policy, episode_observer,
-        random_collect=world_model_only)
+        random_collect=world_model_only, eval_observers=[eval_video.observer])
 
     iteration = tf.Variable(0, dtype=tf.int64, name='iteration')
     best_eval_return = tf.Variable(-np.inf, dtype=tf.float64, name='best_eval_return')
@@ -322,6 +325,7 @@ def train_eval(root_dir,
         if eval_env is not None and eval_interval and (
             it % eval_interval == 0 or it == num_iterations or out_of_time()
             or out_of_data()):
+          eval_video.arm()  # records the first eval episode
           last_eval_return = collection.evaluate(eval_episodes)
           _append_eval_record(root_dir, {
               'iteration': it, 'train_step': int(train_step.numpy()),
@@ -334,6 +338,7 @@ def train_eval(root_dir,
                 'metrics/return': last_eval_return,
                 'metrics/episode_length': collection.eval_metrics['episode_length'].result(),
             }, train_step)
+            eval_video.write(int(train_step.numpy()))  # ROOT/eval/videos/eval_<step>.gif
 
         if checkpoint_interval and it % checkpoint_interval == 0:
           save_all()

@@ -52,7 +52,10 @@ def test_run_writes_config_checkpoints_summaries_and_policies(tiny_run):
               'rates/env_steps_per_sec', 'rates/train_steps_per_sec',
               'open_loop/truth_top_model_bottom'):
     assert tag in train_tags, f'{tag} missing from {sorted(train_tags)}'
-  assert 'metrics/return' in event_tags(str(root / 'eval'))
+  eval_tags = event_tags(str(root / 'eval'))
+  assert 'metrics/return' in eval_tags and 'eval/video_real_left_model_right' in eval_tags
+  # Evaluations at iterations 2 and 3: each writes its first episode as a GIF.
+  assert len(glob.glob(str(root / 'eval' / 'videos' / 'eval_*.gif'))) == 2
   # Progress lines with rates and ETA, then the summary.
   assert 'iter 3/3' in stdout and 'env steps/s' in stdout and 'ETA' in stdout
   assert ' kl ' in stdout and 'reward mse' in stdout

@@ -50,6 +50,11 @@ def kl_loss(post, prior, free_nats, balance=None):
   return loss, kl
 
 
+def image_to_uint8(image):
+  """Decoder output (pixel values - 0.5) -> uint8, clipped."""
+  return tf.cast(tf.clip_by_value((image + 0.5) * 255.0, 0.0, 255.0), tf.uint8)
+
+
 def previous_actions(action, step_type):
   """[B, T, A] action taken before each step: a_{t-1}, zero at t=0 and FIRST."""
   action = tf.cast(action, tf.float32)
@@ -223,8 +228,23 @@ class WorldModel(tf.Module):
     prior = self.rssm.imagine(future_actions, last, sample=False)
     feat = tf.concat([rssm_lib.features(post), rssm_lib.features(prior)], 1)
     pred = self.decoders[key](feat)
-    to_uint8 = lambda x: tf.cast(tf.clip_by_value((x + 0.5) * 255.0, 0.0, 255.0), tf.uint8)
     truth = observation[key]
     if truth.dtype != tf.uint8:
-      truth = to_uint8(truth)
-    return truth, to_uint8(pred)
+      truth = image_to_uint8(truth)
+    return truth, image_to_uint8(pred)
+
+  @property
+  def image_decoder_keys(self):
+    return [k for k in self.decoder_keys if encoders.is_image_spec(self.observation_spec[k])]
+
+  def reconstruct(self, observation, action, step_type, keys=None):
+    """Posterior reconstructions of [B, T] steps: {key: uint8 [B, T, H, W, C]}.
+
+    Each frame is decoded from the filter's belief after seeing that frame
+    (posterior means), so it shows what the latent state holds of the input;
+    `keys` default to every image decoder key.
+    """
+    keys = self.image_decoder_keys if keys is None else list(keys)
+    post, _ = self.observe(observation, action, step_type, sample=False)
+    feat = rssm_lib.features(post)
+    return {key: image_to_uint8(self.decoders[key](feat)) for key in keys}

@@ -76,11 +76,12 @@ class Collection:
     replay_observer: callable that writes batched trajectories to the replay.
     metrics_buffer: episodes averaged in the return / length metrics.
     random_collect: collect with the random policy too (world-model-only runs).
+    eval_observers: extra observers of evaluation steps (e.g. a video recorder).
   """
 
   def __init__(self, train_env, eval_env, collect_policy, eval_policy,
                replay_observer, metrics_buffer=10, use_tf_function=True,
-               random_collect=False):
+               random_collect=False, eval_observers=()):
     self.train_metrics = make_metrics('Train', metrics_buffer)
     self.eval_metrics = make_metrics('Eval', metrics_buffer)
     train_observers = [replay_observer] + list(self.train_metrics.values())
@@ -98,8 +99,9 @@ class Collection:
     self._use_tf_function = use_tf_function
     self.eval_driver = None
     if eval_env is not None:
-      self.eval_driver = EpisodeDriver(eval_env, eval_policy,
-                                       list(self.eval_metrics.values()), use_tf_function)
+      self.eval_driver = EpisodeDriver(
+          eval_env, eval_policy, list(self.eval_metrics.values()) + list(eval_observers),
+          use_tf_function)
 
   def warmup(self, num_episodes):
     # Random episodes and policy episodes share the env: continue its episode.

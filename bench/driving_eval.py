@@ -1,0 +1,197 @@
+"""Driving metrics of a policy: per-episode return, crash rate and distance driven.
+
+  python -m bench.driving_eval --gin_file=highway_fast.gin --policy=random --episodes=10
+  python -m bench.driving_eval --gin_file=highway_fast.gin --policy=constant --episodes=10
+  python -m bench.driving_eval --gin_file=highway_fast.gin \
+      --policy=runs/highway_s0/policies/greedy_policy --episodes=10
+
+Policies: 'random' (uniform actions), 'constant' (`--throttle`, zero steering),
+or the path of an exported SavedModel (ROOT/policies/greedy_policy). The
+environment is the one train_eval builds from the gin files, with the eval
+env's seed (train_eval.seed + 1); reasons and distances come from the
+environment's `get_info()` (planet_tfa/environments/highway.py). Prints one JSON
+line (and writes it to --out): every episode, then the means and rates.
+
+  python -m bench.driving_eval --curve_root=runs/highway_s0 --png=docs/driving_curve.png \
+      --baseline=random.json --baseline=constant.json
+
+plots the run's eval returns over wall time (ROOT/eval_returns.csv) with the
+baselines' mean returns (JSON lines written by --out) as horizontal lines.
+"""
+import json
+import sys
+
+from absl import app
+from absl import flags
+import numpy as np
+
+flags.DEFINE_multi_string('gin_file', ['highway_fast.gin'], 'Gin files of the task.')
+flags.DEFINE_multi_string('gin_param', [], 'Gin bindings.')
+flags.DEFINE_string('policy', 'random', "'random', 'constant', or a SavedModel directory.")
+flags.DEFINE_float('throttle', 0.5, "Acceleration action of the 'constant' policy.")
+flags.DEFINE_integer('episodes', 10, 'Episodes to run.')
+flags.DEFINE_integer('seed', None, 'Environment seed (default: train_eval.seed + 1, the eval env).')
+flags.DEFINE_string('out', None, 'Also write the JSON line here.')
+flags.DEFINE_string('curve_root', None, 'Plot this run root\'s eval returns instead of driving.')
+flags.DEFINE_multi_string('baseline', [], 'driving_eval JSON files drawn as horizontal lines.')
+flags.DEFINE_string('png', 'driving_curve.png', 'Where --curve_root writes its plot.')
+FLAGS = flags.FLAGS
+
+CRASH_REASONS = ('collision', 'off_road')
+
+
+class RandomPolicy:
+  def __init__(self, spec, seed=0):
+    self._spec = spec
+    self._rng = np.random.default_rng(seed)
+
+  def reset(self):
+    pass
+
+  def __call__(self, time_step):
+    return self._rng.uniform(self._spec.minimum, self._spec.maximum,
+                             self._spec.shape).astype(self._spec.dtype)
+
+
+class ConstantPolicy:
+  """[throttle, 0]: straight ahead at a constant pedal, the do-nothing driver."""
+
+  def __init__(self, throttle):
+    self._action = np.array([throttle, 0.0], np.float32)
+
+  def reset(self):
+    pass
+
+  def __call__(self, time_step):
+    return self._action
+
+
+class SavedPolicy:
+  """An exported (stateful) policy; feeds it only the observation keys it declares."""
+
+  def __init__(self, path):
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    # tensorflow_probability registers the distribution types the SavedModel uses.
+    import tensorflow_probability  # pylint: disable=g-import-not-at-top,unused-import
+    self._tf = tf
+    self._policy = tf.saved_model.load(path)
+    signature = self._policy.signatures['action'].structured_input_signature[1]
+    prefix = '0/observation/'
+    self._keys = sorted(s.name[len(prefix):] for s in signature.values()
+                        if s.name.startswith(prefix))
+    self._state = None
+
+  def reset(self):
+    self._state = self._policy.get_initial_state(1)
+
+  def __call__(self, time_step):
+    from tf_agents.trajectories import time_step as ts  # pylint: disable=g-import-not-at-top
+    tf = self._tf
+    batched = ts.TimeStep(
+        step_type=tf.constant([time_step.step_type], tf.int32),
+        reward=tf.constant([time_step.reward], tf.float32),
+        discount=tf.constant([time_step.discount], tf.float32),
+        observation={k: tf.constant(time_step.observation[k][None]) for k in self._keys})
+    step = self._policy.action(batched, self._state)
+    self._state = step.state
+    return step.action.numpy()[0]
+
+
+def run_episodes(env, policy, episodes):
+  """Runs whole episodes; returns one dict per episode from the env's info."""
+  results = []
+  for _ in range(episodes):
+    policy.reset()
+    time_step = env.reset()
+    total, steps = 0.0, 0
+    while not time_step.is_last():
+      time_step = env.step(policy(time_step))
+      total += float(time_step.reward)
+      steps += 1
+    info = env.get_info()
+    results.append({'return': round(total, 3), 'steps': steps, 'reason': info['reason'],
+                    'distance_m': round(float(info['distance_m']), 1)})
+  return results
+
+
+def summarize(results):
+  reasons = [r['reason'] for r in results]
+  return {
+      'episodes': len(results),
+      'return_mean': round(float(np.mean([r['return'] for r in results])), 2),
+      'return_std': round(float(np.std([r['return'] for r in results])), 2),
+      'crash_rate': round(float(np.mean([r in CRASH_REASONS for r in reasons])), 3),
+      'collision_rate': round(float(np.mean([r == 'collision' for r in reasons])), 3),
+      'off_road_rate': round(float(np.mean([r == 'off_road' for r in reasons])), 3),
+      'time_limit_rate': round(float(np.mean([r == 'time_limit' for r in reasons])), 3),
+      'distance_m_mean': round(float(np.mean([r['distance_m'] for r in results])), 1),
+      'steps_mean': round(float(np.mean([r['steps'] for r in results])), 1),
+  }
+
+
+def make_env(gin_files, gin_params, seed=None):
+  """The task's environment as train_eval builds it (eval env seed by default)."""
+  import gin  # pylint: disable=g-import-not-at-top
+  from planet_tfa import config  # pylint: disable=g-import-not-at-top
+  config.parse(gin_files, gin_params)
+  env_loader = gin.query_parameter('train_eval.env_loader').scoped_configurable_fn
+  if seed is None:
+    seed = (gin.query_parameter('train_eval.seed')
+            if 'train_eval.seed' in gin.config_str() else 0) + 1
+  return env_loader(seed=seed), seed
+
+
+def plot_curve(root, baseline_paths, png, label='latent SAC (greedy eval)'):
+  """Eval return over wall minutes of one run, baselines as dashed lines."""
+  import matplotlib  # pylint: disable=g-import-not-at-top
+  matplotlib.use('Agg')
+  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  from bench import compare_curves  # pylint: disable=g-import-not-at-top
+  records = compare_curves.load(root)
+  fig, ax = plt.subplots(figsize=(7, 4))
+  ax.plot([r['wall_time_s'] / 60 for r in records], [r['eval_return'] for r in records],
+          marker='o', markersize=3, label=label)
+  for path, style in zip(baseline_paths, ('--', ':', '-.')):
+    with open(path) as f:
+      baseline = json.loads(f.readline())
+    name = baseline['policy'] if baseline['policy'] in ('random', 'constant') else 'saved'
+    if name == 'constant':
+      name = f'constant throttle {baseline["throttle"]:g}, no steering'
+    ax.axhline(baseline['return_mean'], color='gray', linestyle=style,
+               label=f'{name} ({baseline["episodes"]} episodes)')
+  ax.set_xlabel('wall time (minutes, shared 2-core CPU)')
+  ax.set_ylabel('eval return (mean of the eval episodes)')
+  ax.grid(alpha=0.3)
+  ax.legend()
+  fig.tight_layout()
+  fig.savefig(png, dpi=100)
+  return png
+
+
+def main(argv):
+  del argv
+  if FLAGS.curve_root:
+    print(plot_curve(FLAGS.curve_root, FLAGS.baseline, FLAGS.png))
+    return 0
+  env, seed = make_env(FLAGS.gin_file, FLAGS.gin_param, FLAGS.seed)
+  if FLAGS.policy == 'random':
+    policy = RandomPolicy(env.action_spec(), seed)
+  elif FLAGS.policy == 'constant':
+    policy = ConstantPolicy(FLAGS.throttle)
+  else:
+    policy = SavedPolicy(FLAGS.policy)
+  results = run_episodes(env, policy, FLAGS.episodes)
+  env.close()
+  line = json.dumps({'name': 'driving_eval', 'policy': FLAGS.policy,
+                     'throttle': FLAGS.throttle if FLAGS.policy == 'constant' else None,
+                     'gin_files': FLAGS.gin_file, 'gin_params': FLAGS.gin_param, 'seed': seed,
+                     **summarize(results), 'per_episode': results})
+  print(line, flush=True)
+  if FLAGS.out:
+    with open(FLAGS.out, 'w') as f:
+      f.write(line + '\n')
+  return 0
+
+
+if __name__ == '__main__':
+  sys.exit(app.run(main))

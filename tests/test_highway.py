@@ -1,0 +1,301 @@
+"""The highway-env driving task: real highway-env episodes in CarlaEnv's observation layout."""
+import json
+import os
+import subprocess
+import sys
+
+import gin
+import numpy as np
+import pytest
+import tensorflow as tf
+from tf_agents.trajectories import time_step as ts
+
+from planet_tfa import config
+from planet_tfa.environments import carla_env
+from planet_tfa.environments import highway
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+pytest.importorskip('highway_env', reason="needs pip install -e '.[highway]'")
+
+
+def drive(env, action, max_steps=400):
+  """Steps `action` until the episode ends; returns the time steps, FIRST included."""
+  steps = [env.reset()]
+  while not steps[-1].is_last() and len(steps) <= max_steps:
+    steps.append(env.step(np.asarray(action, np.float32)))
+  return steps
+
+
+def assert_not_black(image, what):
+  # A black frame (pygame's dummy video driver) has no contrast at all.
+  assert image.max() > 40 and image.std() > 5, f'{what} is (nearly) black: max {image.max()}'
+
+
+@pytest.mark.parametrize('scenario', ['racetrack', 'highway-fast'])
+def test_real_episode_has_carla_layout_and_rendered_frames(scenario):
+  env = highway.load_highway(scenario, seed=0, episode_seconds=3.0)
+  try:
+    assert env.observation_spec() == carla_env.observation_spec()
+    assert env.action_spec() == carla_env.action_spec()
+    rng = np.random.default_rng(0)
+    time_step = env.reset()
+    steps = [time_step]
+    for _ in range(12):
+      steps.append(env.step(rng.uniform(-0.3, 0.3, 2).astype(np.float32)))
+    for step in steps:
+      for key, spec in carla_env.observation_spec().items():
+        value = step.observation[key]
+        assert value.shape == spec.shape and value.dtype == spec.dtype, key
+      assert_not_black(step.observation['camera'], 'camera')
+    first = steps[0].observation
+    geometry = carla_env.birdeye_geometry()
+    # The ego starts on the road: its pixel is road (channel 0) and ego (channel 2).
+    assert first['birdeye'][geometry.ego_row, geometry.ego_col, 0] == carla_env.ROAD_VALUE
+    assert first['birdeye'][geometry.ego_row, geometry.ego_col, 2] == carla_env.EGO_VALUE
+    assert first['birdeye'][..., 1].max() in (0, carla_env.VEHICLE_VALUE)
+    # Lidar: ground returns around the ego, nothing inside its own box.
+    assert first['lidar'][..., 1].mean() > 50
+    assert first['lidar'][geometry.ego_row, geometry.ego_col].max() == 0
+    # State: [lateral offset, heading error, speed, front distance].
+    lateral, heading_error, speed, front = first['state']
+    assert abs(lateral) < 5.0 and abs(heading_error) < np.pi / 2
+    assert speed > 0.0
+    assert steps[-1].observation['state'][2] == pytest.approx(env.simulator.vehicle.speed)
+    assert 0.0 < front <= 50.0
+    # The frames change as the car drives.
+    assert np.abs(steps[-1].observation['camera'].astype(int) - first['camera']).mean() > 0.5
+  finally:
+    env.close()
+
+
+def test_lidar_sees_the_car_ahead_in_the_obstacle_channel():
+  env = highway.load_highway('highway-fast', seed=0)
+  try:
+    env.reset()
+    sim = env.simulator
+    ego = sim.vehicle
+    other = next(v for v in sim.road.vehicles if v is not ego)
+    other.position = ego.position + np.array([10.0, 0.0])  # 10 m straight ahead
+    other.heading = ego.heading
+    observation = env.step(np.zeros(2, np.float32)).observation
+    geometry = carla_env.birdeye_geometry()
+    obstacle_rows, obstacle_cols = np.nonzero(observation['lidar'][..., 0])
+    ahead = obstacle_rows < geometry.ego_row
+    assert ahead.any(), 'no lidar hit ahead of the ego'
+    # Its nearest face is ~7.5 m ahead: 15 px above the ego at 0.5 m/px.
+    nearest_row = obstacle_rows[ahead].max()
+    assert geometry.ego_row - 20 < nearest_row < geometry.ego_row - 8
+    assert np.all(np.abs(obstacle_cols[ahead] - geometry.ego_col) < 8)
+    assert observation['state'][3] == pytest.approx(
+        np.linalg.norm(other.position - ego.position), abs=0.5)
+    # And the bird's-eye mask draws its box there (channel 1).
+    assert observation['birdeye'][nearest_row - 2:nearest_row + 6, geometry.ego_col, 1].max() > 0
+  finally:
+    env.close()
+
+
+def test_crash_is_a_terminal_step_with_discount_zero():
+  env = highway.load_highway('highway-fast', seed=0)
+  try:
+    env.reset()
+    sim = env.simulator
+    ego = sim.vehicle
+    blocker = next(v for v in sim.road.vehicles if v is not ego)
+    blocker.position = ego.position + np.array([6.0, 0.0])
+    blocker.heading, blocker.speed = ego.heading, 0.0
+    time_step = env.step(np.array([1.0, 0.0], np.float32))
+    assert time_step.step_type == ts.StepType.LAST
+    assert float(time_step.discount) == 0.0
+    assert env.get_info()['reason'] == highway.COLLISION
+    assert env.get_info()['crashed']
+    # The next step starts a new episode (TF-Agents' auto reset).
+    assert env.step(np.zeros(2, np.float32)).step_type == ts.StepType.FIRST
+  finally:
+    env.close()
+
+
+def test_leaving_the_track_is_terminal():
+  env = highway.load_highway('racetrack', seed=0)
+  try:
+    steps = drive(env, [0.0, 1.0])  # full right lock
+    assert steps[-1].is_last() and len(steps) < 50
+    assert float(steps[-1].discount) == 0.0
+    assert env.get_info()['reason'] == highway.OFF_ROAD
+    assert all(float(s.discount) == 1.0 for s in steps[1:-1])
+  finally:
+    env.close()
+
+
+def test_time_limit_is_a_truncation_with_discount_one():
+  env = highway.load_highway('racetrack', seed=0, episode_seconds=2.0)
+  try:
+    steps = drive(env, [0.0, 0.0])
+    assert steps[-1].is_last()
+    assert float(steps[-1].discount) == 1.0
+    info = env.get_info()
+    assert info['reason'] == highway.TIME_LIMIT
+    # 2 s at 5 Hz; the odometer counts the distance actually driven (10 m/s).
+    assert 10 <= len(steps) - 1 <= 11
+    assert info['distance_m'] == pytest.approx(10.0 * (len(steps) - 1) / 5.0, rel=0.05)
+  finally:
+    env.close()
+
+
+def test_actions_are_acceleration_then_steering():
+  def after(action, steps=5):
+    env = highway.load_highway('racetrack', seed=0)  # starts at 10 m/s on a straight
+    try:
+      env.reset()
+      for _ in range(steps):
+        time_step = env.step(np.asarray(action, np.float32))
+      return time_step.observation['state'], env.get_info()
+    finally:
+      env.close()
+  (_, _, v_gas, _), _ = after([1.0, 0.0])
+  (_, _, v_brake, _), _ = after([-1.0, 0.0])
+  (_, _, v_coast, _), _ = after([0.0, 0.0])
+  assert v_gas > v_coast > v_brake >= 0.0  # never reverses
+  (_, heading_right, _, _), _ = after([0.0, 0.2], steps=2)
+  (_, heading_left, _, _), _ = after([0.0, -0.2], steps=2)
+  assert heading_right > 0.0 > heading_left  # + steers right, as in CARLA
+
+
+def test_unknown_scenario_lists_the_valid_ones():
+  with pytest.raises(highway.HighwayEnvError) as error:
+    highway.load_highway('racetrak')
+  message = str(error.value)
+  assert 'racetrak' in message
+  for name in highway.SCENARIOS:
+    assert name in message
+
+
+def test_missing_highway_env_names_the_extra(monkeypatch):
+  monkeypatch.setitem(sys.modules, 'highway_env', None)  # makes `import highway_env` fail
+  with pytest.raises(ImportError) as error:
+    highway.load_highway('racetrack')
+  assert "pip install -e '.[highway]'" in str(error.value)
+  assert 'highway-env 1.11' in str(error.value)
+
+
+def test_dummy_video_driver_does_not_give_black_frames():
+  # pygame reads SDL_VIDEODRIVER once per process: check it in a fresh one.
+  script = ('import json, numpy as np\n'
+            'from planet_tfa.environments import highway\n'
+            'env = highway.load_highway("racetrack", seed=0)\n'
+            'camera = env.reset().observation["camera"]\n'
+            'print(json.dumps({"max": int(camera.max()), "std": float(camera.std())}))\n')
+  env = dict(os.environ, SDL_VIDEODRIVER='dummy', PYTHONPATH=REPO)
+  result = subprocess.run([sys.executable, '-c', script], capture_output=True, text=True,
+                          env=env, cwd=REPO, timeout=120)
+  assert result.returncode == 0, result.stderr[-2000:]
+  stats = json.loads(result.stdout.strip().splitlines()[-1])
+  assert stats['max'] > 40 and stats['std'] > 5
+
+
+def test_lidar_sectors_become_points_in_the_ego_frame():
+  cells = 8
+  distances = np.full(cells, 32.0)
+  distances[2] = 10.0  # world angle 90 degrees: +y
+  points = highway.lidar_sectors_to_points(distances, ego_heading_rad=np.pi / 2,
+                                           lidar_range=32.0)
+  obstacle = points[points[:, 2] > -2.0]
+  # Facing +y, that sector is straight ahead.
+  np.testing.assert_allclose(obstacle[:, :2], [[10.0, 0.0]], atol=1e-5)
+  ground = points[points[:, 2] <= -2.0]
+  ahead = ground[np.abs(ground[:, 1]) < 1e-5]
+  ahead = ahead[ahead[:, 0] > 0]
+  assert ahead[:, 0].max() < 10.0  # ground returns stop at the hit
+
+
+def test_driving_gin_files_share_the_model_and_differ_only_in_the_environment():
+  def bindings(gin_file):
+    config.parse([gin_file])
+    try:
+      return {name: gin.query_parameter(name) for name in SHARED}
+    finally:
+      gin.clear_config()
+  carla, highway_bindings = bindings('carla_sac.gin'), bindings('highway_sac.gin')
+  assert carla == highway_bindings
+  config.parse(['highway_sac.gin'])
+  try:
+    assert gin.query_parameter('load_environment.loader').selector == 'load_highway'
+    assert gin.query_parameter('WorldModel.encoder_keys') == ['camera', 'lidar']
+  finally:
+    gin.clear_config()
+
+
+SHARED = ['WorldModel.encoder_keys', 'WorldModel.decoder_keys', 'WorldModel.image_depth',
+          'RSSM.deter_size', 'RSSM.stoch_size', 'LatentSacAgent.target_entropy',
+          'LatentSacAgent.actor_fc_layers', 'train_eval.batch_size',
+          'train_eval.sequence_length', 'train_eval.train_steps_per_iteration']
+
+
+def event_tags(directory):
+  tags = set()
+  for path in tf.io.gfile.glob(os.path.join(directory, 'events.out.tfevents.*')):
+    for event in tf.compat.v1.train.summary_iterator(path):
+      for value in event.summary.value:
+        tags.add(value.tag)
+  return tags
+
+
+def test_train_eval_on_highway_sac_gin_writes_eval_videos_and_exports(tmp_path):
+  from PIL import Image  # pylint: disable=g-import-not-at-top
+  params = ['train_eval.num_iterations = 2', 'load_highway.episode_seconds = 3.0']
+  result = subprocess.run(
+      [sys.executable, os.path.join(REPO, 'train_eval.py'), f'--root_dir={tmp_path}',
+       '--gin_file=highway_sac.gin', '--gin_file=tiny.gin']
+      + [f'--gin_param={p}' for p in params],
+      capture_output=True, text=True, timeout=600, cwd=REPO,
+      env=dict(os.environ, PYTHONUNBUFFERED='1'))
+  assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+  summary = json.loads((tmp_path / 'run_summary.json').read_text())
+  assert summary['iterations'] == 2 and summary['last_eval_return'] is not None
+  videos = sorted((tmp_path / 'eval' / 'videos').glob('eval_*.gif'))
+  assert [v.name for v in videos] == [f'eval_{summary["train_steps"]}.gif']
+  gif = Image.open(videos[0])
+  # Rows camera, lidar, birdeye (64 px + 2 px gaps), real | model, scaled 2x.
+  assert gif.size == (2 * (2 * 64 + 2), 2 * (3 * 64 + 2 * 2))
+  assert 2 <= gif.n_frames <= 17  # FIRST .. LAST of a <= 3 s episode at 5 Hz
+  assert 'eval/video_real_left_model_right' in event_tags(str(tmp_path / 'eval'))
+  loaded = tf.saved_model.load(str(tmp_path / 'policies' / 'greedy_policy'))
+  names = {s.name for s in loaded.signatures['action'].structured_input_signature[1].values()}
+  assert '0/observation/camera' in names and '0/observation/lidar' in names
+  assert not any('birdeye' in n or n.endswith('/state') for n in names)
+  # bench.driving_eval drives the exported policy and reads the env's info.
+  from bench import driving_eval  # pylint: disable=g-import-not-at-top
+  env = highway.load_highway('racetrack', seed=1, episode_seconds=2.0)
+  try:
+    results = driving_eval.run_episodes(
+        env, driving_eval.SavedPolicy(str(tmp_path / 'policies' / 'greedy_policy')), 2)
+  finally:
+    env.close()
+  assert len(results) == 2
+  assert all(r['reason'] in ('collision', 'off_road', 'time_limit') for r in results)
+  assert all(r['steps'] <= 11 and r['distance_m'] >= 0 for r in results)
+
+
+def test_driving_eval_counts_crashes_and_distance():
+  from bench import driving_eval  # pylint: disable=g-import-not-at-top
+  env = highway.load_highway('racetrack', seed=0, episode_seconds=2.0)
+  try:
+    # Straight ahead on the first straight: 2 s at 10 m/s, no crash.
+    coast = driving_eval.summarize(
+        driving_eval.run_episodes(env, driving_eval.ConstantPolicy(0.0), 2))
+    # Full right lock leaves the track at once.
+    steer = driving_eval.summarize(
+        driving_eval.run_episodes(env, _SteerRight(), 2))
+  finally:
+    env.close()
+  assert coast['crash_rate'] == 0.0 and coast['time_limit_rate'] == 1.0
+  assert coast['distance_m_mean'] == pytest.approx(20.0, rel=0.15)
+  assert steer['crash_rate'] == 1.0 and steer['off_road_rate'] == 1.0
+  assert steer['distance_m_mean'] < coast['distance_m_mean']
+
+
+class _SteerRight:
+  def reset(self):
+    pass
+
+  def __call__(self, time_step):
+    return np.array([0.0, 1.0], np.float32)
