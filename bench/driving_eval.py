@@ -32,7 +32,8 @@ flags.DEFINE_float('throttle', 0.5, "Acceleration action of the 'constant' polic
 flags.DEFINE_integer('episodes', 10, 'Episodes to run.')
 flags.DEFINE_integer('seed', None, 'Environment seed (default: train_eval.seed + 1, the eval env).')
 flags.DEFINE_string('out', None, 'Also write the JSON line here.')
-flags.DEFINE_string('curve_root', None, 'Plot this run root\'s eval returns instead of driving.')
+flags.DEFINE_multi_string('curve_root', [], 'Plot these run roots\' eval returns instead of '
+                          'driving (LABEL=ROOT or ROOT).')
 flags.DEFINE_multi_string('baseline', [], 'driving_eval JSON files drawn as horizontal lines.')
 flags.DEFINE_string('png', 'driving_curve.png', 'Where --curve_root writes its plot.')
 FLAGS = flags.FLAGS
@@ -141,16 +142,18 @@ def make_env(gin_files, gin_params, seed=None):
   return env_loader(seed=seed), seed
 
 
-def plot_curve(root, baseline_paths, png, label='latent SAC (greedy eval)'):
-  """Eval return over wall minutes of one run, baselines as dashed lines."""
+def plot_curve(roots, baseline_paths, png):
+  """Eval return over wall minutes of runs (LABEL=ROOT or ROOT), baselines as dashed lines."""
   import matplotlib  # pylint: disable=g-import-not-at-top
   matplotlib.use('Agg')
   import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
   from bench import compare_curves  # pylint: disable=g-import-not-at-top
-  records = compare_curves.load(root)
   fig, ax = plt.subplots(figsize=(7, 4))
-  ax.plot([r['wall_time_s'] / 60 for r in records], [r['eval_return'] for r in records],
-          marker='o', markersize=3, label=label)
+  for root in roots:
+    label, _, path = root.rpartition('=')
+    records = compare_curves.load(path)
+    ax.plot([r['wall_time_s'] / 60 for r in records], [r['eval_return'] for r in records],
+            marker='o', markersize=3, label=label or f'latent SAC ({path})')
   for path, style in zip(baseline_paths, ('--', ':', '-.')):
     with open(path) as f:
       baseline = json.loads(f.readline())
