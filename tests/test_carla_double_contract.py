@@ -118,89 +118,86 @@ def test_class_members_and_signatures_match_the_real_client():
   assert checked > 40
 
 
-def test_instance_attributes_the_double_hands_out_exist_in_the_real_client():
+@pytest.fixture
+def synchronous_world():
+  """(server, client, world) of a fresh double server in synchronous mode, 10 Hz."""
+  carla_double.stop_all()
+  server = carla_double.start_server(2000)
+  client = carla_double.Client('localhost', 2000)
+  world = client.get_world()
+  settings = world.get_settings()
+  settings.synchronous_mode, settings.fixed_delta_seconds = True, 0.1
+  world.apply_settings(settings)
+  yield server, client, world
+  carla_double.stop_all()
+
+
+def test_instance_attributes_the_double_hands_out_exist_in_the_real_client(synchronous_world):
   """Runs a small scenario and checks every object that comes out of the double."""
-  carla_double.stop_all()
-  server = carla_double.start_server(2000)
-  try:
-    client = carla_double.Client('localhost', 2000)
-    world = client.get_world()
-    settings = world.get_settings()
-    settings.synchronous_mode, settings.fixed_delta_seconds = True, 0.05
-    world.apply_settings(settings)
-    library = world.get_blueprint_library()
-    blueprint = library.find('vehicle.tesla.model3')
-    world_map = world.get_map()
-    waypoint = world_map.get_waypoint(world_map.get_spawn_points()[0].location)
-    vehicle = world.spawn_actor(blueprint, world_map.get_spawn_points()[0])
-    received = []
-    for sensor_id in ('sensor.camera.rgb', 'sensor.lidar.ray_cast'):
-      sensor = world.spawn_actor(library.find(sensor_id), carla_double.Transform(),
-                                 attach_to=vehicle)
-      sensor.listen(received.append)
-    world.spawn_actor(blueprint, world_map.get_spawn_points()[1])
-    collision = world.spawn_actor(library.find('sensor.other.collision'),
-                                  carla_double.Transform(), attach_to=vehicle)
-    collision.listen(received.append)
-    response = client.apply_batch_sync([carla_double.command.DestroyActor(10_000)])[0]
+  server, client, world = synchronous_world
+  settings = world.get_settings()
+  library = world.get_blueprint_library()
+  blueprint = library.find('vehicle.tesla.model3')
+  world_map = world.get_map()
+  waypoint = world_map.get_waypoint(world_map.get_spawn_points()[0].location)
+  vehicle = world.spawn_actor(blueprint, world_map.get_spawn_points()[0])
+  received = []
+  for sensor_id in ('sensor.camera.rgb', 'sensor.lidar.ray_cast'):
+    sensor = world.spawn_actor(library.find(sensor_id), carla_double.Transform(),
+                               attach_to=vehicle)
+    sensor.listen(received.append)
+  world.spawn_actor(blueprint, world_map.get_spawn_points()[1])
+  collision = world.spawn_actor(library.find('sensor.other.collision'),
+                                carla_double.Transform(), attach_to=vehicle)
+  collision.listen(received.append)
+  response = client.apply_batch_sync([carla_double.command.DestroyActor(10_000)])[0]
+  world.tick()
+  manager = client.get_trafficmanager(8000)
+  objects = [world, settings, world_map, waypoint, waypoint.transform,
+             waypoint.transform.location, waypoint.transform.rotation, vehicle.bounding_box,
+             vehicle.get_velocity(), library, blueprint, blueprint.get_attribute('role_name'),
+             vehicle, world.get_actors(), manager, response, carla_double.VehicleControl(),
+             carla_double.WeatherParameters.ClearNoon]
+  deadline = 100
+  while len(received) < 2 and deadline:
+    deadline -= 1
     world.tick()
-    manager = client.get_trafficmanager(8000)
-    objects = [world, settings, world_map, waypoint, waypoint.transform,
-               waypoint.transform.location, waypoint.transform.rotation, vehicle.bounding_box,
-               vehicle.get_velocity(), library, blueprint, blueprint.get_attribute('role_name'),
-               vehicle, world.get_actors(), manager, response, carla_double.VehicleControl(),
-               carla_double.WeatherParameters.ClearNoon]
-    deadline = 100
-    while len(received) < 2 and deadline:
-      deadline -= 1
-      world.tick()
-    objects += received
-    for obj in objects:
-      real_cls = getattr(real_carla, type(obj).__name__.lstrip('_'), None) or getattr(
-          real_carla.command, type(obj).__name__.lstrip('_'))
-      for attribute in public(vars(obj)):
-        assert hasattr(real_cls, attribute), (
-            f'{type(obj).__name__}.{attribute} does not exist in the real client')
-    assert response.has_error() and not server.actors('planet_tfa')
-  finally:
-    carla_double.stop_all()
+  objects += received
+  for obj in objects:
+    real_cls = getattr(real_carla, type(obj).__name__.lstrip('_'), None) or getattr(
+        real_carla.command, type(obj).__name__.lstrip('_'))
+    for attribute in public(vars(obj)):
+      assert hasattr(real_cls, attribute), (
+          f'{type(obj).__name__}.{attribute} does not exist in the real client')
+  assert response.has_error() and not server.actors('planet_tfa')
 
 
-def test_the_double_keeps_carla_semantics_the_adapter_relies_on():
+def test_the_double_keeps_carla_semantics_the_adapter_relies_on(synchronous_world):
   """Synchronous ticks return frames, data carry them, controls move vehicles."""
-  carla_double.stop_all()
-  server = carla_double.start_server(2000)
-  try:
-    client = carla_double.Client('localhost', 2000)
-    world = client.get_world()
-    settings = world.get_settings()
-    settings.synchronous_mode, settings.fixed_delta_seconds = True, 0.1
-    world.apply_settings(settings)
-    spawn = world.get_map().get_spawn_points()[0]
-    vehicle = world.spawn_actor(world.get_blueprint_library().find('vehicle.audi.a2'), spawn)
-    assert world.try_spawn_actor(world.get_blueprint_library().find('vehicle.audi.a2'),
-                                 spawn) is None  # occupied
-    frames = [world.tick() for _ in range(3)]
-    assert frames == [frames[0], frames[0] + 1, frames[0] + 2]
-    vehicle.apply_control(carla_double.VehicleControl(throttle=1.0))
-    for _ in range(20):
-      world.tick()
-    moved = vehicle.get_transform().location.distance(spawn.location)
-    assert 5.0 < moved < 9.0  # ~4 m/s^2 for 2 s
-    server.hang()
-    with pytest.raises(RuntimeError, match='time-out'):
-      world.tick()
-    server.resume()
-    assert len(world.get_actors()) == 1
-    server.restart()
-    with pytest.raises(RuntimeError):
-      world.tick()  # the old world is gone
-    assert len(client.get_world().get_actors()) == 0
-    assert not client.get_world().get_settings().synchronous_mode
-    with pytest.raises(OSError, match='taken'):
-      carla_double.start_server(2001)
-    with pytest.raises(RuntimeError, match='taken by the CARLA server'):
-      client.get_trafficmanager(2002)
-    assert np.isfinite(moved)
-  finally:
-    carla_double.stop_all()
+  server, client, world = synchronous_world
+  spawn = world.get_map().get_spawn_points()[0]
+  vehicle = world.spawn_actor(world.get_blueprint_library().find('vehicle.audi.a2'), spawn)
+  assert world.try_spawn_actor(world.get_blueprint_library().find('vehicle.audi.a2'),
+                               spawn) is None  # occupied
+  frames = [world.tick() for _ in range(3)]
+  assert frames == [frames[0], frames[0] + 1, frames[0] + 2]
+  vehicle.apply_control(carla_double.VehicleControl(throttle=1.0))
+  for _ in range(20):
+    world.tick()
+  moved = vehicle.get_transform().location.distance(spawn.location)
+  assert 5.0 < moved < 9.0  # ~4 m/s^2 for 2 s
+  server.hang()
+  with pytest.raises(RuntimeError, match='time-out'):
+    world.tick()
+  server.resume()
+  assert len(world.get_actors()) == 1
+  server.restart()
+  with pytest.raises(RuntimeError):
+    world.tick()  # the old world is gone
+  assert len(client.get_world().get_actors()) == 0
+  assert not client.get_world().get_settings().synchronous_mode
+  with pytest.raises(OSError, match='taken'):
+    carla_double.start_server(2001)
+  with pytest.raises(RuntimeError, match='taken by the CARLA server'):
+    client.get_trafficmanager(2002)
+  assert np.isfinite(moved)

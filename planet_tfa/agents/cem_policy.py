@@ -36,10 +36,10 @@ samples the posterior and the imagined priors, and adds
 import gin
 import tensorflow as tf
 import tensorflow_probability as tfp
-from tf_agents.policies import tf_policy
 from tf_agents.trajectories import policy_step
 
 from planet_tfa import config
+from planet_tfa.agents import latent_policy
 from planet_tfa.networks import rssm as rssm_lib
 
 TERMINAL_VALUES = (None, 'critic', 'target_critic')
@@ -83,7 +83,7 @@ def check_config(horizon, num_candidates, top_k, iterations, exploration_noise_s
 
 
 @gin.configurable
-class CemPlanningPolicy(tf_policy.TFPolicy):
+class CemPlanningPolicy(latent_policy.LatentFilterPolicy):
   """Acts by CEM planning in the world model; state and filter as LatentActorPolicy.
 
   Args:
@@ -123,25 +123,17 @@ class CemPlanningPolicy(tf_policy.TFPolicy):
     check_config(horizon, num_candidates, top_k, iterations, exploration_noise_std,
                  actor_share, terminal_value, discount, actor_network is not None,
                  bool(critics))
-    missing = [k for k in rssm_network.input_tensor_spec
-               if k not in time_step_spec.observation]
-    if missing:
-      raise ValueError(f'policy observation spec lacks the filter inputs {missing}; '
-                       f'has {sorted(time_step_spec.observation)}')
     if action_spec.shape.rank != 1:
       raise ValueError(f'CemPlanningPolicy plans flat continuous actions [A]; got '
                        f'action shape {action_spec.shape}')
     # Attributes track the networks, so policy.variables() (and the variable
     # sync to remote collectors) holds everything the planner reads.
-    self._rssm_network = rssm_network
     self._rssm = rssm_network.rssm
     self._reward_head = reward_head
     uses_actor = actor_share > 0 or terminal_value is not None
     self._actor_network = actor_network if uses_actor else None
     self._value_critics = tuple(critics[terminal_value]) if terminal_value else ()
     self._critic_reward_scale = float(critic_reward_scale)
-    self._greedy = greedy
-    self._sample_posterior = (not greedy) if sample_posterior is None else sample_posterior
     self._horizon = horizon
     self._num_candidates = num_candidates
     self._top_k = top_k
@@ -159,17 +151,8 @@ class CemPlanningPolicy(tf_policy.TFPolicy):
         tf.constant(action_spec.minimum, tf.float32), action_spec.shape)
     self._action_high = tf.broadcast_to(
         tf.constant(action_spec.maximum, tf.float32), action_spec.shape)
-    super().__init__(time_step_spec, action_spec,
-                     policy_state_spec=rssm_network.state_spec,
-                     info_spec=(), clip=True, name=name)
-
-  @property
-  def greedy(self):
-    return self._greedy
-
-  @property
-  def sample_posterior(self):
-    return self._sample_posterior
+    super().__init__(time_step_spec, action_spec, rssm_network, greedy=greedy,
+                     sample_posterior=sample_posterior, name=name)
 
   @property
   def horizon(self):
@@ -198,13 +181,6 @@ class CemPlanningPolicy(tf_policy.TFPolicy):
     for critic in self._value_critics:
       variables += critic.variables
     return variables
-
-  # ---- the filter: exactly LatentActorPolicy's step ------------------------
-
-  def _filter(self, time_step, policy_state):
-    observation = {k: time_step.observation[k] for k in self._rssm_network.input_tensor_spec}
-    return self._rssm_network(observation, step_type=time_step.step_type,
-                              network_state=policy_state, sample=self._sample_posterior)
 
   def _seed(self, seed):
     if seed is not None:

@@ -17,17 +17,18 @@ from tf_agents.policies import tf_policy
 from tf_agents.trajectories import policy_step
 
 
-class LatentActorPolicy(tf_policy.TFPolicy):
-  """Filters with an `RssmEncodingNetwork`, acts with an actor distribution network.
+class LatentFilterPolicy(tf_policy.TFPolicy):
+  """The RSSM filter step that every latent policy shares; subclasses choose the action.
 
   `time_step_spec` may hold more observation keys than the filter needs (the
   training environment's decode-only targets); only the filter's input keys
   are read, so the same networks also serve a policy whose spec has the
-  sensor keys alone (the exported one).
+  sensor keys alone (the exported one). Subclasses store the action taken as
+  the state's `prev_action`.
   """
 
-  def __init__(self, time_step_spec, action_spec, rssm_network, actor_network,
-               greedy=False, sample_posterior=None, name=None):
+  def __init__(self, time_step_spec, action_spec, rssm_network, greedy=False,
+               sample_posterior=None, name=None):
     missing = [k for k in rssm_network.input_tensor_spec
                if k not in time_step_spec.observation]
     if missing:
@@ -36,7 +37,6 @@ class LatentActorPolicy(tf_policy.TFPolicy):
     # Attributes track the networks, so policy.variables() (and the variable
     # sync to remote collectors) includes the world model's filter.
     self._rssm_network = rssm_network
-    self._actor_network = actor_network
     self._greedy = greedy
     # Default: the collect policy samples, the greedy one takes the mean.
     self._sample_posterior = (not greedy) if sample_posterior is None else sample_posterior
@@ -52,14 +52,24 @@ class LatentActorPolicy(tf_policy.TFPolicy):
   def sample_posterior(self):
     return self._sample_posterior
 
-  def _variables(self):
-    return self._rssm_network.variables + self._actor_network.variables
-
   def _filter(self, time_step, policy_state):
     observation = {k: time_step.observation[k] for k in self._rssm_network.input_tensor_spec}
     return self._rssm_network(observation, step_type=time_step.step_type,
                               network_state=policy_state,
                               sample=self._sample_posterior)
+
+
+class LatentActorPolicy(LatentFilterPolicy):
+  """Filters with an `RssmEncodingNetwork`, acts with an actor distribution network."""
+
+  def __init__(self, time_step_spec, action_spec, rssm_network, actor_network,
+               greedy=False, sample_posterior=None, name=None):
+    self._actor_network = actor_network
+    super().__init__(time_step_spec, action_spec, rssm_network, greedy=greedy,
+                     sample_posterior=sample_posterior, name=name)
+
+  def _variables(self):
+    return self._rssm_network.variables + self._actor_network.variables
 
   def _distribution(self, time_step, policy_state):
     """The action distribution as plain TFP types (so a SavedModel loads without
