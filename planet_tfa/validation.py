@@ -13,6 +13,9 @@ import os
 import gin
 
 from planet_tfa import config
+from planet_tfa.agents import cem_policy
+from planet_tfa.agents import latent_sac_agent
+from planet_tfa.environments import suites
 
 
 class SettingError(config.ConfigError):
@@ -119,7 +122,6 @@ def check_train_eval(settings):
         '(e.g. one written by train_eval.world_model_only=True), or drop '
         'freeze_world_model.')
 
-  from planet_tfa.agents import latent_sac_agent  # pylint: disable=g-import-not-at-top
   burn_in = bound_value('LatentSacAgent', 'sac_burn_in', latent_sac_agent.LatentSacAgent)
   pairs = settings['sequence_length'] - 1
   if not (_is_whole(burn_in) and burn_in >= 0):
@@ -154,7 +156,6 @@ def _check_acting_policies(latent_sac_agent):
       raise SettingError(f'LatentSacAgent.{binding}={kind!r}: choose one of '
                          f'{latent_sac_agent.POLICY_KINDS} (the latent actor or the CEM planner).')
   if 'cem' in kinds.values():
-    from planet_tfa.agents import cem_policy  # pylint: disable=g-import-not-at-top
     planner = {p: bound_value('CemPlanningPolicy', p, cem_policy.CemPlanningPolicy)
                for p in ('horizon', 'num_candidates', 'top_k', 'iterations',
                          'exploration_noise_std', 'actor_share', 'terminal_value', 'discount')}
@@ -200,7 +201,6 @@ def _check_env_bindings():
   except ValueError:
     return  # not bound: the loader's default, or not a DeepMind Control run
   try:
-    from planet_tfa.environments import suites  # pylint: disable=g-import-not-at-top
     suites.check_dmc_task(domain_task)
   except ImportError:
     pass  # no dm_control here: the loader says so when it is used

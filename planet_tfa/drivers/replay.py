@@ -17,6 +17,8 @@ import tensorflow as tf
 from tf_agents.replay_buffers import reverb_replay_buffer
 from tf_agents.specs import tensor_spec
 
+from planet_tfa import config
+
 EXPERIENCE_TABLE = 'experience'
 VARIABLES_TABLE = 'variables'
 REPLAY_DIR = 'replay'
@@ -41,7 +43,6 @@ def window_stride(stride_length=1):
   is then written only when it falls on the stride.
   """
   if isinstance(stride_length, bool) or not isinstance(stride_length, int) or stride_length < 1:
-    from planet_tfa import config  # pylint: disable=g-import-not-at-top
     raise config.ConfigError(
         f'window_stride.stride_length={stride_length!r}: must be a whole number >= 1 '
         '(env steps between the starts of consecutive replay windows; 1 = every step).')
