@@ -10,23 +10,14 @@ import tempfile
 
 import gin
 
+from planet_tfa.renamed_bindings import RENAMED_BINDINGS
+
 GIN_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'gin')
 DEFAULT_GIN_FILE = 'dmc_cartpole_swingup.gin'
 
 
 class ConfigError(ValueError):
   """A gin file or binding is wrong."""
-
-
-# Bindings that no longer exist -> what replaced them. Gin files written for an
-# older version fail at start with the new name instead of a bare "unknown
-# parameter".
-RENAMED_BINDINGS = {
-    'make_experience_table.stride_length': 'window_stride.stride_length',
-    'ReverbEpisodeObserver.stride_length': 'window_stride.stride_length',
-    'capacity_in_items.stride_length': 'window_stride.stride_length',
-    'capacity_in_items.capacity_env_steps': 'make_experience_table.capacity_env_steps',
-}
 
 
 def import_configurables():
