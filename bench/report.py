@@ -19,7 +19,6 @@ OTHER = 'Other figures'  # lines without a known section: shown, never dropped
 # came from, and values the details already give (median = value, n).
 HIDDEN = {'name', 'value', 'unit', 'x_floor', 'section', 'benchmark', 'issue', 'log',
           'log_tail', 'median_s', 'median_ms', 'repeats', 'all_s'}
-LONG_TEXT = 40  # longer strings are descriptions: in the raw JSON and the methods only
 
 METHODS = """\
 ## How each figure is measured
@@ -118,7 +117,13 @@ def _details(line):
   entry = registry.by_name().get(line.get('benchmark'))
   hidden = HIDDEN | set(entry.context if entry else ())
   return '; '.join(f'{k}={_fmt(v)}' for k, v in line.items()
-                   if k not in hidden and not (isinstance(v, str) and len(v) > LONG_TEXT))
+                   if k not in hidden and not _prose(v))
+
+
+def _prose(value):
+  """Descriptions (what, how, frames, notes) stay in the raw JSON and the
+  methods text: a string with a space or over 40 characters."""
+  return isinstance(value, str) and (' ' in value or len(value) > 40)
 
 
 def sections(lines):
