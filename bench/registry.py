@@ -53,7 +53,7 @@ class Benchmark:
   # Detail keys that describe the run's configuration rather than the figure:
   # kept in the raw JSON, left out of the report's details column.
   context: tuple = ()
-  docs: str = 'docs/benchmarks.md'
+  docs: str = 'docs/benchmarks.md'  # where its results are written up (None: JSON only)
 
   def argv(self, quick=False):
     """Arguments after `python -m MODULE`."""
@@ -82,7 +82,8 @@ BENCHMARKS = (
     # ---- the suite, in running order ----
     Benchmark('flops', 'bench.flops', 'Training step', group='flops',
               about='fp32 matmul throughput: the denominator of every FLOP floor',
-              quick_args=('--repeats', '3', '--warmup', '1', '--min_time_s', '0')),
+              quick_args=('--repeats', '3', '--warmup', '1', '--min_time_s', '0'),
+              context=('cores',)),
     Benchmark('replay', 'bench.replay_bench', 'Replay', group='replay',
               about='warm-up env steps/s, checkpoint bytes per env step, sampling rate',
               context=('raw_obs_bytes', 'sequence_length', 'stride', 'batch', 'seq')),
@@ -113,11 +114,13 @@ BENCHMARKS = (
     # ---- standalone tools: long runs, or they need a finished training run ----
     Benchmark('allocator_ab', 'bench.allocator_ab', 'Training step', in_suite=False,
               about='glibc against tcmalloc processes of slac_shape, interleaved over rounds',
-              args=('--rounds', '3', '--steps', '7'), quick_args=('--rounds', '1', '--steps', '2')),
+              args=('--rounds', '3', '--steps', '7'), quick_args=('--rounds', '1', '--steps', '2'),
+              docs='README.md'),
     Benchmark('world_model', 'bench.world_model_bench', 'Training step', in_suite=False,
               about='world-model update on synthetic frames, with and without XLA',
               args=('--depths', '32,16', '--jit', '0,1'),
-              quick_args=('--depths', '8', '--jit', '0', '--steps', '2', '--warmup', '1')),
+              quick_args=('--depths', '8', '--jit', '0', '--steps', '2', '--warmup', '1'),
+              docs=None),
     Benchmark('collectors', 'bench.collectors_bench', 'Distributed collection', in_suite=False,
               about='env steps/s into a standalone Reverb server from 1, 2 and 4 collectors',
               args=('--collectors', '1,2,4', '--measure_s', '60'),
@@ -225,7 +228,7 @@ def main(argv=None):
     print(' '.join(check_args(args.check)))
     return 0
   for b in BENCHMARKS:
-    where = f'suite, --only {b.group}' if b.in_suite else f'standalone, {b.docs}'
+    where = f'suite, --only {b.group}' if b.in_suite else f'standalone, {b.docs or "JSON lines"}'
     print(f'{b.name:20} {b.section:22} {where}\n    {b.command()}')
   return 0
 

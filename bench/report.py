@@ -18,7 +18,9 @@ OTHER = 'Other figures'  # lines without a known section: shown, never dropped
 # Keys never in the details column: the table's own columns, where the line
 # came from, and values the details already give (median = value, n).
 HIDDEN = {'name', 'value', 'unit', 'x_floor', 'section', 'benchmark', 'issue', 'log',
-          'log_tail', 'median_s', 'median_ms', 'repeats', 'all_s'}
+          'log_tail', 'median_s', 'median_ms', 'repeats', 'all_s',
+          # descriptions by name, whatever their length: raw JSON and methods only
+          'how', 'what', 'note', 'window', 'task', 'frames'}
 
 METHODS = """\
 ## How each figure is measured
@@ -28,10 +30,12 @@ Every figure comes from the real components: a Reverb server with the project's
 `observers.ReverbEpisodeObserver`, reads through `replay.ReplaySampler`, the real
 `LatentSacAgent` built from `gin/dmc_cartpole_swingup.gin` (+ `gin/defaults.gin`) and the real
 dm_control cartpole swing-up from 64x64 pixels (`suites.load_dmc_pixels`, action repeat 8,
-125 agent steps + 1 boundary step per episode). Times are medians of a few repetitions after
-warm-up (the `n`, `min_s`/`max_s` in the raw lines); each benchmark module runs in its own
-process (`bench/replay_bench.py`, `bench/policy_bench.py`, `bench/train_bench.py`,
-`bench/flops.py`), so peak RSS is that process's own.
+125 agent steps + 1 boundary step per episode). Times are medians after untimed warm-up calls,
+with their spread in the raw lines (`iqr` = 75th - 25th percentile, `min`, `max`, `n`); fast
+calls are repeated until a minimum time is spent (`bench.common.measure`), and figures compared
+with each other are timed in interleaved rounds (`bench.common.interleave`) so a slow phase of
+the machine hits all of them. Each registry entry (`bench/registry.py`) runs in its own
+process, so peak RSS is that process's own.
 
 - **replay_warmup_env_steps_per_s**: random policy through `episode_drivers.Collection.warmup`
   (TF driver, `TFPyEnvironment` in its own thread, `TFReverbObserver` writing whole episodes);
@@ -45,7 +49,7 @@ process (`bench/replay_bench.py`, `bench/policy_bench.py`, `bench/train_bench.py
   show the layout's own cost: about 1x means each step is stored once and shared by the 9
   windows that contain it (a copy per window would be 9x).
 - **replay_sample_{dmc,random}**: `next(ReplaySampler)` of [32, 9] windows with the pixels
-  materialised in host memory, after 3 warm-up batches; sequences/s = 32 x batches / time.
+  materialised in host memory, after 5 warm-up batches; sequences/s = 32 / median batch time.
 - **policy_latency_inprocess_ms**: `common.function(agent.policy.action)` (greedy: RSSM filter
   + actor mode) at batch 1, policy state carried from call to call.
 - **policy_latency_savedmodel_ms**: `export.export_policies(...)`, then
@@ -66,7 +70,7 @@ process (`bench/replay_bench.py`, `bench/policy_bench.py`, `bench/train_bench.py
   loads the newest checkpoint) until `table_size()` answers with the full size. If a run fills
   less than the capacity the value is extrapolated linearly (`extrapolated: true`).
 - **matmul_fp32_gflops**: `tf.linalg.matmul` of two 2048x2048 fp32 matrices, 2*2048^3 FLOPs
-  per call.
+  per call; median of at least 20 calls and 1 s after 3 untimed ones.
 - **wm_update_gflop**: FLOPs of one world-model update on [32, 9] counted from the built
   layers' kernel shapes (4 stride-2 4x4 encoder convs, the decoder's dense + 4 transposed convs,
   the RSSM's dense layers and GRU per step, the reward MLP), forward x 3 for forward +
@@ -75,7 +79,7 @@ process (`bench/replay_bench.py`, `bench/policy_bench.py`, `bench/train_bench.py
   transition pair (critic loss, actor loss, alpha loss) over 32 x 8 pairs.
 - **train_step_s**: one `common.function(agent.train)` call (world-model update + SAC update)
   on a [32, 9] batch pre-sampled from Reverb; **wm_update_s**: the same with
-  `LatentSacAgent(train_sac=False)`. After each function's first call and 5 more, 10 timed
+  `LatentSacAgent(train_sac=False)`. After each function's first call and 5 more, 20 timed
   rounds interleave full, wm-only and SAC-only calls. **sac_update_s** = median over the rounds
   of (full - wm); the details also give the difference of the medians and
   `direct_sac_train_s`, the SAC update alone (`agent.sac.train` on `agent.sac_transitions` of
@@ -91,7 +95,8 @@ process (`bench/replay_bench.py`, `bench/policy_bench.py`, `bench/train_bench.py
   `sac_experience` batch (SLAC's layout, `train_eval.sac_batch_size=256`), whose frames the
   updated model encodes without gradients before SAC trains on its 256 x 8 pairs. FLOPs: the
   world-model update (forward x 3) + the SAC update + for `separate` the encoder and RSSM
-  forward over the SAC windows. Median of 5 calls after 2 untimed ones. `*_bf16`: the same
+  forward over the SAC windows. After each layout's tracing call and 3 untimed rounds, 15
+  timed rounds alternate the two layouts; the median of each. `*_bf16`: the same
   with `WorldModel.image_precision = 'mixed_bfloat16'`; `x_floor` still against the fp32 floor.
 - **\*_d32_tcmalloc / tcmalloc_speedup_d32**: the same training benchmark (same procedure) in a
   process started with `LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4`
@@ -145,7 +150,8 @@ def standalone():
   out = []
   for entry in registry.BENCHMARKS:
     if not entry.in_suite:
-      out.append(f'- **{entry.name}** ({entry.section}; results in `{entry.docs}`): '
+      where = f'results in `{entry.docs}`' if entry.docs else 'prints JSON lines'
+      out.append(f'- **{entry.name}** ({entry.section}; {where}): '
                  f'{entry.about}. `{entry.command()}`')
   return out
 
@@ -237,14 +243,15 @@ def _summary(by_name):
   return out
 
 
-def render(lines, info, command, wall_s, quick=False):
-  """The document's text."""
+def render(lines, info, command, wall_s, quick=False, note=None):
+  """The document's text (`note`: a paragraph under the command, kept on re-rendering)."""
   by_name = {l['name']: l for l in lines}
   md = ['# Benchmarks', '',
         f'Generated by the benchmark suite (`bench/`), {info["date"]}, in {wall_s:.0f} s of '
         'wall time' + (' (QUICK mode: tiny sizes, not representative)' if quick else '') + '.',
         '', 'Exact command (from the repository root; `make bench` runs the same):', '',
         f'    .venv/bin/{command}', '',
+        *([note, ''] if note else []),
         'What runs, with which arguments and into which section: `bench/registry.py` '
         '(`python -m bench --list`).', '',
         '## Machine', '',
@@ -269,16 +276,17 @@ def render(lines, info, command, wall_s, quick=False):
   md += [METHODS, '## Standalone benchmarks', '',
          'Long runs or evaluations of a finished training run, not part of the suite; '
          'each writes its own results:', ''] + standalone() + ['']
-  run = {'run': {'info': info, 'command': command, 'wall_s': round(wall_s, 1), 'quick': quick}}
+  run = {'run': {'info': info, 'command': command, 'wall_s': round(wall_s, 1), 'quick': quick,
+                 **({'note': note} if note else {})}}
   md += ['## Raw JSON lines', '', '```', json.dumps(run)]
   md += [json.dumps(l) for l in lines]
   md += ['```', '']
   return '\n'.join(md)
 
 
-def write(path, lines, info, command, wall_s, quick=False):
+def write(path, lines, info, command, wall_s, quick=False, note=None):
   with open(path, 'w') as f:
-    f.write(render(lines, info, command, wall_s, quick))
+    f.write(render(lines, info, command, wall_s, quick, note))
 
 
 def read(path):
@@ -298,7 +306,8 @@ def main(argv=None):
   parser.add_argument('--doc', default='docs/benchmarks.md')
   args = parser.parse_args(argv)
   lines, run = read(args.doc)
-  write(args.doc, lines, run['info'], run['command'], run['wall_s'], run['quick'])
+  write(args.doc, lines, run['info'], run['command'], run['wall_s'], run['quick'],
+        run.get('note'))
   return 0
 
 
