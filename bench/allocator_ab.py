@@ -15,7 +15,6 @@ import subprocess
 import sys
 
 from bench import common
-from bench.suite import TCMALLOC
 
 
 def _run(steps, preload):
@@ -28,21 +27,25 @@ def _run(steps, preload):
           if line.get('name', '').startswith('train_iteration_s_')}
 
 
-def main():
+def parse_args(argv=None):
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument('--rounds', type=int, default=3)
-  parser.add_argument('--steps', type=int, default=7)
-  args = parser.parse_args()
-  if not os.path.exists(TCMALLOC):
-    sys.exit(f'{TCMALLOC} not found: apt-get install libtcmalloc-minimal4')
+  parser.add_argument('--steps', type=int, default=7, help="slac_shape_bench's timed rounds")
+  return parser.parse_args(argv)
+
+
+def main():
+  args = parse_args()
+  if not os.path.exists(common.TCMALLOC):
+    sys.exit(f'{common.TCMALLOC} not found: apt-get install libtcmalloc-minimal4')
   results = {'glibc': [], 'tcmalloc': []}
   for _ in range(args.rounds):
     results['glibc'].append(_run(args.steps, None))
-    results['tcmalloc'].append(_run(args.steps, TCMALLOC))
+    results['tcmalloc'].append(_run(args.steps, common.TCMALLOC))
   for name in results['glibc'][0]:
     glibc = [r[name] for r in results['glibc']]
     tcmalloc = [r[name] for r in results['tcmalloc']]
-    common.emit(8, f'allocator_ab_{name[len("train_iteration_s_"):]}',
+    common.emit(f'allocator_ab_{name[len("train_iteration_s_"):]}',
                 round(statistics.median(glibc) / statistics.median(tcmalloc), 3),
                 'x (glibc s / tcmalloc s)', glibc_s=glibc, tcmalloc_s=tcmalloc,
                 rounds=args.rounds)

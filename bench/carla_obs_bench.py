@@ -1,6 +1,6 @@
 """Cost of building one CARLA observation (bird's-eye mask + lidar image), no server.
 
-    python -m bench.carla_obs_bench [--quick]
+    python -m bench.carla_obs_bench [--quick] [--repeats 60] [--min_time_s 2]
 
 A synthetic town of CARLA's shape: a 4 x 4 grid of 400 m roads, two lanes each
 way (3.5 m), cut into 2 m lane quads as `CarlaEnv._road_quads` does (about
@@ -14,14 +14,11 @@ polygons rasterized at once), checks both give the same mask, and times
 """
 import argparse
 import math
-import time
 
 import numpy as np
 
 from bench import common
 from planet_tfa.environments import carla_env
-
-ISSUE = 12
 
 
 def synthetic_town(rng, blocks=4, road_length=400.0, spacing=2.0, lane_width=3.5):
@@ -75,20 +72,21 @@ def lidar_sweep(rng, points=5000, drop_rate=0.0):
   return sweep[rng.random(points) >= drop_rate]
 
 
-def time_it(function, repeats):
-  times = []
-  for _ in range(repeats):
-    start = time.perf_counter()
-    function()
-    times.append(time.perf_counter() - start)
-  return times
+def parse_args(argv=None):
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument('--quick', action='store_true')
+  parser.add_argument('--repeats', type=int, default=60, help='at least this many timed calls')
+  parser.add_argument('--warmup', type=int, default=5)
+  parser.add_argument('--min_time_s', type=float, default=2.0,
+                      help='time calls until at least this much is spent per figure')
+  args = parser.parse_args(argv)
+  if args.quick:
+    args.repeats, args.warmup, args.min_time_s = 5, 1, 0.0
+  return args
 
 
 def main(argv=None):
-  parser = argparse.ArgumentParser()
-  parser.add_argument('--quick', action='store_true')
-  args = parser.parse_args(argv)
-  repeats = 5 if args.quick else 60
+  args = parse_args(argv)
   rng = np.random.default_rng(0)
   geometry = carla_env.birdeye_geometry(64, 0.5, (0.75, 0.5))
   road = synthetic_town(rng)
@@ -124,17 +122,18 @@ def main(argv=None):
   info = common.machine_info()
   for label, function, radius in (('before', before, old_view_radius(geometry)),
                                   ('after', after, carla_env.view_radius(geometry))):
-    times = time_it(function, repeats)
-    common.emit(ISSUE, f'carla_birdeye_ms_{label}', round(1e3 * np.median(times), 2), 'ms',
+    times = common.timed(function, args.repeats, args.warmup, args.min_time_s)
+    common.emit(f'carla_birdeye_ms_{label}', round(1e3 * np.median(times), 2), 'ms',
                 radius_m=round(radius, 1), road_quads=len(road),
                 quads_drawn=len(old_cull(road, ego_xy, radius)) if label == 'before'
                 else len(road_index.near(ego_xy, radius)),
-                repeats=repeats, **common.summarize(times), **info)
+                **common.summarize_ms(times), **info)
   for label, drop in (('full_sweep', 0.0), ('default_dropoff', 0.45)):
     sweep = lidar_sweep(rng, drop_rate=drop)
-    times = time_it(lambda s=sweep: carla_env.lidar_to_birdeye(s, geometry), repeats)
-    common.emit(ISSUE, f'carla_lidar_image_ms_{label}', round(1e3 * np.median(times), 2),
-                'ms', points=len(sweep), repeats=repeats, **common.summarize(times))
+    times = common.timed(lambda s=sweep: carla_env.lidar_to_birdeye(s, geometry),
+                         args.repeats, args.warmup, args.min_time_s)
+    common.emit(f'carla_lidar_image_ms_{label}', round(1e3 * np.median(times), 2),
+                'ms', points=len(sweep), **common.summarize_ms(times))
 
 
 if __name__ == '__main__':

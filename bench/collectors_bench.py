@@ -221,7 +221,7 @@ def measure(num_collectors, args, gin_path, work_dir):
   }
 
 
-def main():
+def parse_args(argv=None):
   parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
   parser.add_argument('--collectors', default='1,2,4')
   parser.add_argument('--measure_s', type=float, default=60.0)
@@ -233,7 +233,11 @@ def main():
   parser.add_argument('--policy', choices=['latent', 'random'], default='latent')
   parser.add_argument('--model', choices=['tiny', 'full'], default='full')
   parser.add_argument('--start_timeout_s', type=float, default=300.0)
-  args = parser.parse_args()
+  return parser.parse_args(argv)
+
+
+def main():
+  args = parse_args()
 
   work_dir = tempfile.mkdtemp(prefix='collectors_bench_')
   try:

@@ -1,19 +1,32 @@
-"""Shared pieces of the benchmark suite (`python -m bench`).
+"""Shared pieces of the benchmarks (`python -m bench`, bench/registry.py).
 
 Every benchmark module prints one JSON line per figure through `emit`:
-  {"issue": 3, "name": "replay_storage_random", "value": 1.01, "unit": "x raw obs bytes", ...}
+  {"name": "replay_storage_random", "value": 1.01, "unit": "x raw obs bytes", ...}
 Extra keys hold the details the figure depends on (sizes, repetitions, spread).
+The suite adds "benchmark" and "section" (the registry entry that ran it), so
+a module need not know which docs section its figures land in.
+
+Timing: `measure` runs warm-up calls, then at least `repeats` timed calls and
+more until `min_time_s` has been spent (capped by `max_repeats`), so fast
+calls get many samples and slow ones a bounded count; `interleave` does the
+same round-robin over several functions, so a slow phase of a shared machine
+hits all of them alike. `summarize` gives the median with its spread (IQR,
+min, max, n); figures report the median.
 """
 import datetime
+import importlib.metadata
 import json
 import os
 import resource
 import statistics
+import sys
 import tempfile
 import time
 
 import numpy as np
 
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TCMALLOC = '/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4'
 GIN_DEFAULT = ('dmc_cartpole_swingup.gin',)
 # Quick mode: the project's tiny sizes (smoke tests of the suite itself).
 GIN_QUICK = ('dmc_cartpole_swingup.gin', 'tiny.gin')
@@ -21,10 +34,38 @@ FRAME_SHAPE = (64, 64, 3)
 RAW_FRAME_BYTES = int(np.prod(FRAME_SHAPE))  # uint8
 
 
-def emit(issue, name, value, unit, **details):
-  line = {'issue': issue, 'name': name, 'value': value, 'unit': unit, **details}
+def emit(name, value, unit, **details):
+  """Prints (and returns) one figure as a JSON line."""
+  line = {'name': name, 'value': value, 'unit': unit, **details}
   print(json.dumps(line), flush=True)
   return line
+
+
+def machine():
+  """Machine and stack, without importing TensorFlow (the suite's own process)."""
+  info = {'cpu': 'unknown', 'cores': len(os.sched_getaffinity(0))}
+  try:
+    with open('/proc/cpuinfo') as f:
+      for line in f:
+        if line.startswith('model name'):
+          info['cpu'] = line.split(':', 1)[1].strip()
+          break
+    with open('/proc/meminfo') as f:
+      for line in f:
+        if line.startswith('MemTotal'):
+          info['ram_gib'] = round(int(line.split()[1]) / 2**20, 1)
+          break
+  except OSError:
+    pass
+  for package in ('tensorflow', 'dm-reverb', 'tf-agents', 'tensorflow-probability',
+                  'dm-control', 'mujoco', 'numpy'):
+    try:
+      info[package] = importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+      info[package] = None
+  info['tcmalloc'] = TCMALLOC if os.path.exists(TCMALLOC) else None
+  info['date'] = datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')
+  return info
 
 
 def machine_info():
@@ -52,25 +93,78 @@ def peak_rss_mb():
   return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
-def summarize(times, digits=4):
-  """Median and spread of a list of seconds."""
+def _quantile(ordered, q):
+  """Linear-interpolated quantile of a sorted list."""
+  position = q * (len(ordered) - 1)
+  low = int(position)
+  high = min(low + 1, len(ordered) - 1)
+  return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def summarize(times, digits=4, unit='s', scale=1.0):
+  """Median and spread of a list of durations (seconds, times `scale`).
+
+  Keys are suffixed with `unit` ('s' or 'ms'): median_s, iqr_s (75th - 25th
+  percentile), min_s, max_s, and n.
+  """
+  if not times:
+    raise ValueError('summarize needs at least one time')
+  ordered = sorted(t * scale for t in times)
   return {
-      'median_s': round(statistics.median(times), digits),
-      'min_s': round(min(times), digits),
-      'max_s': round(max(times), digits),
-      'n': len(times),
+      f'median_{unit}': round(statistics.median(ordered), digits),
+      f'iqr_{unit}': round(_quantile(ordered, 0.75) - _quantile(ordered, 0.25), digits),
+      f'min_{unit}': round(ordered[0], digits),
+      f'max_{unit}': round(ordered[-1], digits),
+      'n': len(ordered),
   }
 
 
-def timed(fn, repeats, warmup=0):
-  """Per-call wall times of `fn()` after `warmup` untimed calls."""
-  for _ in range(warmup):
-    fn()
+def summarize_ms(times, digits=3):
+  """`summarize` of seconds, reported in milliseconds."""
+  return summarize(times, digits=digits, unit='ms', scale=1e3)
+
+
+def measure(fn, repeats, warmup=0, min_time_s=0.0, max_repeats=None):
+  """Wall seconds of each timed call of `fn(i)` (i counts every call, warm-up
+  included, so callers can cycle inputs).
+
+  `warmup` untimed calls first (tracing, caches, allocator pools), then at
+  least `repeats` timed calls, continuing until `min_time_s` of timed calls
+  (at most `max_repeats`, default 10 x repeats): a median of a few slow calls
+  moves with the machine, many fast calls are cheap.
+  """
+  max_repeats = max(repeats, max_repeats or 10 * repeats)
+  for i in range(warmup):
+    fn(i)
   times = []
-  for _ in range(repeats):
+  while len(times) < repeats or (sum(times) < min_time_s and len(times) < max_repeats):
     start = time.perf_counter()
-    fn()
+    fn(warmup + len(times))
     times.append(time.perf_counter() - start)
+  return times
+
+
+def timed(fn, repeats, warmup=0, min_time_s=0.0, max_repeats=None):
+  """Per-call wall seconds of `fn()` (no argument); see `measure`."""
+  return measure(lambda _: fn(), repeats, warmup, min_time_s, max_repeats)
+
+
+def interleave(fns, rounds, warmup=0):
+  """Times `fns` ({name: fn(i)}) round-robin: `warmup` untimed rounds, then
+  `rounds` timed ones. Returns {name: [seconds per round]}.
+
+  Interleaving puts every function in every slow phase of the machine
+  alike, so their medians (and differences) are comparable.
+  """
+  for i in range(warmup):
+    for fn in fns.values():
+      fn(i)
+  times = {name: [] for name in fns}
+  for i in range(warmup, warmup + rounds):
+    for name, fn in fns.items():
+      start = time.perf_counter()
+      fn(i)
+      times[name].append(time.perf_counter() - start)
   return times
 
 
@@ -223,10 +317,11 @@ def chunk_steps_per_step(checkpoint_path, steps):
   except Exception as error:  # pylint: disable=broad-except
     return {'chunk_steps_per_step': None, 'chunk_inspect_error': repr(error)[:120]}
 
+
 def hard_exit(code=0):
   """Exit without interpreter teardown: Reverb servers, EGL contexts and the
   env thread pool can hang or abort at shutdown, after the figures are out."""
-  import sys  # pylint: disable=g-import-not-at-top
   sys.stdout.flush()
   sys.stderr.flush()
   os._exit(code)  # pylint: disable=protected-access
+

@@ -71,17 +71,28 @@ def plot(runs, path, random_mean=None, x=WALL_MINUTES):
   plt.close(fig)
 
 
-def main():
+def _parser():
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument('runs', nargs='+', help='LABEL=RUN_ROOT')
   parser.add_argument('--out', required=True, help='Path prefix of the PNG and CSV.')
   parser.add_argument('--minutes', default='10,20,30,40', help='Comparison points.')
-  args = parser.parse_args()
+  return parser
+
+
+def parse_args(argv=None):
+  parser = _parser()
+  args = parser.parse_args(argv)
+  for spec in args.runs:
+    if '=' not in spec:
+      parser.error(f'"{spec}" is not LABEL=RUN_ROOT')
+  return args
+
+
+def main():
+  args = parse_args()
   runs = {}
   for spec in args.runs:
-    label, sep, root = spec.partition('=')
-    if not sep:
-      parser.error(f'"{spec}" is not LABEL=RUN_ROOT')
+    label, _, root = spec.partition('=')
     runs[label] = load(root)
     if not runs[label]:
       parser.error(f'{root}/eval_returns.csv has no evaluations yet')

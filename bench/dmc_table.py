@@ -71,6 +71,12 @@ flags.DEFINE_bool('report_only', False, 'Write the table from finished runs; tra
 FLAGS = flags.FLAGS
 
 
+def parse_args(argv):
+  """Parses `argv` (without the program name) into FLAGS, running nothing
+  (bench.registry --check)."""
+  return FLAGS(['bench.dmc_table'] + list(argv))
+
+
 def _read_json(path):
   if not os.path.exists(path):
     return None

@@ -38,6 +38,12 @@ flags.DEFINE_multi_string('baseline', [], 'driving_eval JSON files drawn as hori
 flags.DEFINE_string('png', 'driving_curve.png', 'Where --curve_root writes its plot.')
 FLAGS = flags.FLAGS
 
+
+def parse_args(argv):
+  """Parses `argv` (without the program name) into FLAGS, running nothing
+  (bench.registry --check)."""
+  return FLAGS(['bench.driving_eval'] + list(argv))
+
 CRASH_REASONS = ('collision', 'off_road')
 
 

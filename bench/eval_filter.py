@@ -111,12 +111,26 @@ def main(argv):
       out.write(line + '\n')
 
 
-if __name__ == '__main__':
-  from absl import app  # pylint: disable=g-import-not-at-top
+def define_flags():
+  """This module's flags, defined only when it is the program (learning_curve
+  and dmc_table import it, and absl flags are global)."""
   from absl import flags  # pylint: disable=g-import-not-at-top
   flags.DEFINE_string('root_dir', None, 'Run root written by train_eval.py.')
   flags.DEFINE_integer('episodes', 10, 'Greedy episodes per filter.')
   flags.DEFINE_list('filters', ['mean', 'sample'], "Filters to compare: 'mean', 'sample'.")
   flags.DEFINE_string('out', None, 'Also write the JSON line here.')
   flags.mark_flag_as_required('root_dir')
+
+
+def parse_args(argv):
+  """Defines the flags and parses `argv` (without the program name), running
+  nothing (bench.registry --check)."""
+  from absl import flags  # pylint: disable=g-import-not-at-top
+  define_flags()
+  return flags.FLAGS(['bench.eval_filter'] + list(argv))
+
+
+if __name__ == '__main__':
+  from absl import app  # pylint: disable=g-import-not-at-top
+  define_flags()
   app.run(main)

@@ -1,6 +1,6 @@
 """FLOP floors: fp32 matmul throughput of this machine and the FLOPs of an update.
 
-  python -m bench.flops [--size 2048] [--repeats 10]
+  python -m bench.flops [--size 2048] [--repeats 20] [--warmup 3]
 
 prints the measured `tf.linalg.matmul` throughput (GFLOP/s). The other
 functions count the FLOPs of one world-model update and one SAC update from
@@ -9,17 +9,20 @@ forward + backward ~ 3x forward; element-wise ops, the softplus/KL/log-prob
 arithmetic and Adam are left out, so the floor is a lower bound).
 """
 import argparse
-import time
 
 from bench import common
 
 
-def matmul_gflops(size=2048, repeats=10, warmup=2):
-  """Median fp32 throughput of a [size, size] x [size, size] matmul, GFLOP/s."""
+def matmul_gflops(size=2048, repeats=20, warmup=3, min_time_s=1.0):
+  """Median fp32 throughput of a [size, size] x [size, size] matmul, GFLOP/s.
+
+  At least `repeats` calls and `min_time_s` of them: the floors of every
+  training figure divide by this number, so it must not wobble.
+  """
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   a = tf.random.normal([size, size], seed=1)
   b = tf.random.normal([size, size], seed=2)
-  times = common.timed(lambda: tf.linalg.matmul(a, b).numpy(), repeats, warmup)
+  times = common.timed(lambda: tf.linalg.matmul(a, b).numpy(), repeats, warmup, min_time_s)
   flops = 2.0 * size ** 3
   stats = common.summarize(times)
   return flops / stats['median_s'] / 1e9, stats
@@ -96,14 +99,21 @@ def _dense_layers(network):
           if isinstance(l, tf.keras.layers.Dense) and getattr(l, 'kernel', None) is not None]
 
 
-def main():
+def parse_args(argv=None):
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument('--size', type=int, default=2048)
-  parser.add_argument('--repeats', type=int, default=10)
-  args = parser.parse_args()
-  gflops, stats = matmul_gflops(args.size, args.repeats)
+  parser.add_argument('--repeats', type=int, default=20, help='at least this many timed calls')
+  parser.add_argument('--warmup', type=int, default=3)
+  parser.add_argument('--min_time_s', type=float, default=1.0,
+                      help='time calls until at least this much is spent')
+  return parser.parse_args(argv)
+
+
+def main():
+  args = parse_args()
+  gflops, stats = matmul_gflops(args.size, args.repeats, args.warmup, args.min_time_s)
   info = common.machine_info()
-  common.emit(8, 'matmul_fp32_gflops', round(gflops, 1), 'GFLOP/s',
+  common.emit('matmul_fp32_gflops', round(gflops, 1), 'GFLOP/s',
               size=args.size, **stats, tf_gpus=info['gpus'], cores=info['cores'])
 
 

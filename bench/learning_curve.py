@@ -28,6 +28,12 @@ FLAGS = flags.FLAGS
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+def parse_args(argv):
+  """Parses `argv` (without the program name) into FLAGS, running nothing
+  (bench.registry --check)."""
+  return FLAGS(['bench.learning_curve'] + list(argv))
+
+
 def main(argv):
   del argv
   root = os.path.abspath(FLAGS.root_dir)

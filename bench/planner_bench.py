@@ -1,6 +1,6 @@
 """The cost of one action: PlaNet's CEM planner against the latent SAC actor (issue 16).
 
-  python -m bench.planner_bench [--quick] [--calls 10] [--sac_calls 100]
+  python -m bench.planner_bench [--quick] [--calls 20] [--sac_calls 100]
 
   planner_action_ms            greedy `CemPlanningPolicy.action` under
                                `common.function`, batch 1, PlaNet's planner
@@ -100,21 +100,25 @@ def batched_latency(action_fn, initial_state, time_step_spec, frames, batch, cal
 
 
 def _stats(times):
-  ordered = sorted(times)
-  return {'median_ms': round(statistics.median(times), 2), 'min_ms': round(ordered[0], 2),
-          'max_ms': round(ordered[-1], 2), 'n': len(times)}
+  return common.summarize(times, digits=2, unit='ms')  # times already in ms
 
 
-def main():
+def parse_args(argv=None):
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument('--quick', action='store_true', help='tiny sizes (smoke test)')
-  parser.add_argument('--calls', type=int, default=10, help='timed planner actions')
-  parser.add_argument('--warmup', type=int, default=2)
+  # A planner action takes ~1-1.5 s on 2 cores: 20 calls after 3 (~30 s per
+  # planner) rather than 10 after 2, whose medians moved by over 10 %.
+  parser.add_argument('--calls', type=int, default=20, help='timed planner actions')
+  parser.add_argument('--warmup', type=int, default=3)
   parser.add_argument('--sac_calls', type=int, default=100)
   parser.add_argument('--batch', type=int, default=None,
                       help="actor policy batch (default: the planner's candidates)")
   parser.add_argument('--skip', default='', help='comma list: guided,savedmodel,batch')
-  args = parser.parse_args()
+  return parser.parse_args(argv)
+
+
+def main():
+  args = parse_args()
   planner_params = []
   if args.quick:
     args.calls, args.warmup, args.sac_calls = 3, 1, 10
@@ -134,7 +138,7 @@ def main():
                 top_k=planner.top_k, iterations=planner.iterations)
   sizes = dict(deter=agent.world_model.rssm.deter_size, stoch=agent.world_model.rssm.stoch_size,
                depth=common.gin_value('WorldModel.image_depth'))
-  matmul, _ = flops_lib.matmul_gflops(1024, 5, 1)
+  matmul, _ = flops_lib.matmul_gflops(1024)
 
   # The SAC actor: encoder + posterior step + actor MLP.
   sac = agent.make_policy('sac', True)
@@ -143,10 +147,10 @@ def main():
                                args.sac_calls, 10)
   sac_flops = filter_step_flops(agent.world_model) + mlp_flops(agent.actor_network)
   sac_ms = statistics.median(times)
-  common.emit(16, 'sac_action_ms', round(sac_ms, 3), 'ms', batch=1,
+  common.emit('sac_action_ms', round(sac_ms, 3), 'ms', batch=1,
               how='common.function(LatentActorPolicy(greedy).action)',
               mflop=round(sac_flops / 1e6, 1), **sizes, **_stats(times))
-  common.emit(16, 'sac_action_mflop', round(sac_flops / 1e6, 1), 'MFLOP', batch=1, **sizes)
+  common.emit('sac_action_mflop', round(sac_flops / 1e6, 1), 'MFLOP', batch=1, **sizes)
 
   def planner_lines(policy, name, how):
     action_fn = tfa_common.function(policy.action)
@@ -158,7 +162,7 @@ def main():
     parts = planner_flops(agent, policy)
     total = sum(parts.values())
     median = statistics.median(times)
-    common.emit(16, name, round(median, 2), 'ms', batch=1, how=how, **config,
+    common.emit(name, round(median, 2), 'ms', batch=1, how=how, **config,
                 actor_candidates=policy.num_actor_candidates,
                 gflop=round(total / 1e9, 2), achieved_gflops=round(total / median / 1e6, 1),
                 matmul_gflops=round(matmul, 1), x_sac=round(median / sac_ms, 1),
@@ -167,7 +171,7 @@ def main():
 
   parts, planner_ms = planner_lines(planner, 'planner_action_ms',
                                     'common.function(CemPlanningPolicy(greedy).action)')
-  common.emit(16, 'planner_action_gflop', round(sum(parts.values()) / 1e9, 2), 'GFLOP',
+  common.emit('planner_action_gflop', round(sum(parts.values()) / 1e9, 2), 'GFLOP',
               batch=1, **{k: round(v / 1e9, 3) for k, v in parts.items()}, **config,
               x_sac=round(sum(parts.values()) / sac_flops, 1),
               rssm_prior_steps=config['iterations'] * config['num_candidates'] * config['horizon'])
@@ -179,7 +183,7 @@ def main():
   score_fn = tfa_common.function(planner.plan_returns)
   times = [t * 1e3 for t in common.timed(
       lambda: score_fn(start_state, candidate_actions).numpy(), args.calls, args.warmup)]
-  common.emit(16, 'planner_iteration_ms', round(statistics.median(times), 2), 'ms',
+  common.emit('planner_iteration_ms', round(statistics.median(times), 2), 'ms',
               how='common.function(plan_returns) on [1, N, H, A]', **config, **sizes,
               **_stats(times))
 
@@ -202,7 +206,7 @@ def main():
     loaded = tf.saved_model.load(paths['greedy_policy'])
     times = policy_bench.latency(loaded.action, loaded.get_initial_state(1), time_step_spec,
                                  frames, args.calls, args.warmup)
-    common.emit(16, 'planner_savedmodel_action_ms', round(statistics.median(times), 2), 'ms',
+    common.emit('planner_savedmodel_action_ms', round(statistics.median(times), 2), 'ms',
                 batch=1, how='tf.saved_model.load(greedy_policy).action', **config,
                 export_both_planners_s=round(export_s, 1), **sizes, **_stats(times))
 
@@ -211,7 +215,7 @@ def main():
     times = batched_latency(sac_fn, sac.get_initial_state(batch), time_step_spec, frames,
                             batch, max(3, args.calls // 3), 1)
     median = statistics.median(times)
-    common.emit(16, 'sac_action_batch_ms', round(median, 2), 'ms', batch=batch,
+    common.emit('sac_action_batch_ms', round(median, 2), 'ms', batch=batch,
                 how='common.function(LatentActorPolicy(greedy).action), one frame per row',
                 per_env_ms=round(median / batch, 4), x_planner=round(median / planner_ms, 2),
                 gflop=round(batch * sac_flops / 1e9, 2),

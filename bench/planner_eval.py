@@ -101,7 +101,7 @@ def model_check(agent, env, planner, stride=4, plan_stride=16):
       actor_plan_predicted_mean=round(float(np.mean(actor_predicted)), 2))
 
 
-def main():
+def parse_args(argv=None):
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument('--root_dir', required=True)
   parser.add_argument('--episodes', type=int, default=5)
@@ -112,7 +112,11 @@ def main():
                       help="CemPlanningPolicy overrides, e.g. 'horizon=3,num_candidates=20'")
   parser.add_argument('--guided_share', type=float, default=0.1)
   parser.add_argument('--guided_value', default='critic', help="terminal value or 'none'")
-  args = parser.parse_args()
+  return parser.parse_args(argv)
+
+
+def main():
+  args = parse_args()
   import gin  # pylint: disable=g-import-not-at-top
   from planet_tfa import config  # pylint: disable=g-import-not-at-top
   from planet_tfa import export  # pylint: disable=g-import-not-at-top
@@ -139,7 +143,7 @@ def main():
           check = model_check(agent, env, makers['cem']())
         finally:
           env.close()
-        common.emit(16, 'model_open_loop_return_corr', check.pop('corr'), 'correlation',
+        common.emit('model_open_loop_return_corr', check.pop('corr'), 'correlation',
                     what='model-predicted vs real H-step return of the actor\'s actions',
                     train_step=int(agent.train_step_counter.numpy()), root_dir=root,
                     env_seed=args.seed, **check)
@@ -157,7 +161,7 @@ def main():
                        actor_candidates=policy.num_actor_candidates)
         if name == 'cem_guided':
           details['terminal_value'] = guided['terminal_value']
-      common.emit(16, f'eval_return_{name}', round(statistics.mean(returns), 1), 'return',
+      common.emit(f'eval_return_{name}', round(statistics.mean(returns), 1), 'return',
                   returns=[round(r, 1) for r in returns],
                   return_std=round(statistics.pstdev(returns), 1),
                   wall_s_per_episode=round(statistics.median(seconds), 1),

@@ -1,20 +1,26 @@
-"""Writes docs/benchmarks.md from the suite's JSON lines."""
-import json
+"""Writes docs/benchmarks.md from the suite's JSON lines, one table per topic.
 
-ISSUES = {
-    3: 'Replay: storage, sampling, warm-up (issue 3)',
-    5: 'Policy latency and replay persistence (issue 5)',
-    8: 'Training: step time, parts, FLOP floors, memory, allocator, retracing (issue 8)',
-    12: 'CARLA observation building without a server (issue 12)',
-    16: "PlaNet's CEM planner against the SAC actor: cost of one action (issue 16)",
-    None: 'Failures',
-}
-# Keys left out of the table's details column (all of them are in the raw JSON).
-HIDDEN = {'issue', 'name', 'value', 'unit', 'x_floor', 'rssm', 'matmul_gflops', 'what', 'how',
-          'note', 'frames', 'task', 'log_tail', 'all_s', 'window', 'policy', 'raw_obs_bytes',
-          'sequence_length', 'stride', 'capacity_env_steps', 'episode_length', 'depth',
-          'batch', 'seq', 'median_s', 'median_ms', 'repeats', 'log', 'cpu', 'cores', 'tf',
-          'gpus', 'date', 'road_quads', 'deter', 'stoch'}
+Each line's "section" (set by the suite from the registry entry that ran it)
+picks its table; sections come in bench/registry.py's order. The raw JSON
+block ends the document, headed by one {"run": ...} line (machine, command,
+wall time), so the document can be re-rendered after a change to this file
+without running anything:
+
+  python -m bench.report [--doc docs/benchmarks.md]
+"""
+import argparse
+import json
+import sys
+
+from bench import registry
+
+OTHER = 'Other figures'  # lines without a known section: shown, never dropped
+# Keys never in the details column: the table's own columns, where the line
+# came from, and values the details already give (median = value, n).
+HIDDEN = {'name', 'value', 'unit', 'x_floor', 'section', 'benchmark', 'issue', 'log',
+          'log_tail', 'median_s', 'median_ms', 'repeats', 'all_s',
+          # descriptions by name, whatever their length: raw JSON and methods only
+          'how', 'what', 'note', 'window', 'task', 'frames'}
 
 METHODS = """\
 ## How each figure is measured
@@ -24,10 +30,12 @@ Every figure comes from the real components: a Reverb server with the project's
 `observers.ReverbEpisodeObserver`, reads through `replay.ReplaySampler`, the real
 `LatentSacAgent` built from `gin/dmc_cartpole_swingup.gin` (+ `gin/defaults.gin`) and the real
 dm_control cartpole swing-up from 64x64 pixels (`suites.load_dmc_pixels`, action repeat 8,
-125 agent steps + 1 boundary step per episode). Times are medians of a few repetitions after
-warm-up (the `n`, `min_s`/`max_s` in the raw lines); each benchmark module runs in its own
-process (`bench/replay_bench.py`, `bench/policy_bench.py`, `bench/train_bench.py`,
-`bench/flops.py`), so peak RSS is that process's own.
+125 agent steps + 1 boundary step per episode). Times are medians after untimed warm-up calls,
+with their spread in the raw lines (`iqr` = 75th - 25th percentile, `min`, `max`, `n`); fast
+calls are repeated until a minimum time is spent (`bench.common.measure`), and figures compared
+with each other are timed in interleaved rounds (`bench.common.interleave`) so a slow phase of
+the machine hits all of them. Each registry entry (`bench/registry.py`) runs in its own
+process, so peak RSS is that process's own.
 
 - **replay_warmup_env_steps_per_s**: random policy through `episode_drivers.Collection.warmup`
   (TF driver, `TFPyEnvironment` in its own thread, `TFReverbObserver` writing whole episodes);
@@ -41,7 +49,7 @@ process (`bench/replay_bench.py`, `bench/policy_bench.py`, `bench/train_bench.py
   show the layout's own cost: about 1x means each step is stored once and shared by the 9
   windows that contain it (a copy per window would be 9x).
 - **replay_sample_{dmc,random}**: `next(ReplaySampler)` of [32, 9] windows with the pixels
-  materialised in host memory, after 3 warm-up batches; sequences/s = 32 x batches / time.
+  materialised in host memory, after 5 warm-up batches; sequences/s = 32 / median batch time.
 - **policy_latency_inprocess_ms**: `common.function(agent.policy.action)` (greedy: RSSM filter
   + actor mode) at batch 1, policy state carried from call to call.
 - **policy_latency_savedmodel_ms**: `export.export_policies(...)`, then
@@ -62,7 +70,7 @@ process (`bench/replay_bench.py`, `bench/policy_bench.py`, `bench/train_bench.py
   loads the newest checkpoint) until `table_size()` answers with the full size. If a run fills
   less than the capacity the value is extrapolated linearly (`extrapolated: true`).
 - **matmul_fp32_gflops**: `tf.linalg.matmul` of two 2048x2048 fp32 matrices, 2*2048^3 FLOPs
-  per call.
+  per call; median of at least 20 calls and 1 s after 3 untimed ones.
 - **wm_update_gflop**: FLOPs of one world-model update on [32, 9] counted from the built
   layers' kernel shapes (4 stride-2 4x4 encoder convs, the decoder's dense + 4 transposed convs,
   the RSSM's dense layers and GRU per step, the reward MLP), forward x 3 for forward +
@@ -71,7 +79,7 @@ process (`bench/replay_bench.py`, `bench/policy_bench.py`, `bench/train_bench.py
   transition pair (critic loss, actor loss, alpha loss) over 32 x 8 pairs.
 - **train_step_s**: one `common.function(agent.train)` call (world-model update + SAC update)
   on a [32, 9] batch pre-sampled from Reverb; **wm_update_s**: the same with
-  `LatentSacAgent(train_sac=False)`. After each function's first call and 5 more, 10 timed
+  `LatentSacAgent(train_sac=False)`. After each function's first call and 5 more, 20 timed
   rounds interleave full, wm-only and SAC-only calls. **sac_update_s** = median over the rounds
   of (full - wm); the details also give the difference of the medians and
   `direct_sac_train_s`, the SAC update alone (`agent.sac.train` on `agent.sac_transitions` of
@@ -87,7 +95,8 @@ process (`bench/replay_bench.py`, `bench/policy_bench.py`, `bench/train_bench.py
   `sac_experience` batch (SLAC's layout, `train_eval.sac_batch_size=256`), whose frames the
   updated model encodes without gradients before SAC trains on its 256 x 8 pairs. FLOPs: the
   world-model update (forward x 3) + the SAC update + for `separate` the encoder and RSSM
-  forward over the SAC windows. Median of 5 calls after 2 untimed ones. `*_bf16`: the same
+  forward over the SAC windows. After each layout's tracing call and 3 untimed rounds, 15
+  timed rounds alternate the two layouts; the median of each. `*_bf16`: the same
   with `WorldModel.image_precision = 'mixed_bfloat16'`; `x_floor` still against the fp32 floor.
 - **\*_d32_tcmalloc / tcmalloc_speedup_d32**: the same training benchmark (same procedure) in a
   process started with `LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4`
@@ -110,7 +119,41 @@ def _fmt(value):
 
 
 def _details(line):
-  return '; '.join(f'{k}={_fmt(v)}' for k, v in line.items() if k not in HIDDEN)
+  entry = registry.by_name().get(line.get('benchmark'))
+  hidden = HIDDEN | set(entry.context if entry else ())
+  return '; '.join(f'{k}={_fmt(v)}' for k, v in line.items()
+                   if k not in hidden and not _prose(v))
+
+
+def _prose(value):
+  """Descriptions (what, how, frames, notes) stay in the raw JSON and the
+  methods text: a string with a space or over 40 characters."""
+  return isinstance(value, str) and (' ' in value or len(value) > 40)
+
+
+def sections(lines):
+  """[(heading, rows)] in the registry's section order, failures, then lines
+  whose section is unknown (never dropped); empty sections left out."""
+  order = list(registry.SECTIONS) + [registry.FAILURES]
+  titles = {**{name: f'{name}: {about}' for name, about in registry.SECTIONS.items()},
+            registry.FAILURES: registry.FAILURES}
+  grouped = {}
+  for line in lines:
+    section = line.get('section')
+    grouped.setdefault(section if section in titles else OTHER, []).append(line)
+  return [(titles.get(name, name), grouped[name]) for name in order + [OTHER]
+          if name in grouped]
+
+
+def standalone():
+  """The registry's standalone tools, as markdown bullets."""
+  out = []
+  for entry in registry.BENCHMARKS:
+    if not entry.in_suite:
+      where = f'results in `{entry.docs}`' if entry.docs else 'prints JSON lines'
+      out.append(f'- **{entry.name}** ({entry.section}; {where}): '
+                 f'{entry.about}. `{entry.command()}`')
+  return out
 
 
 def _summary(by_name):
@@ -181,7 +224,7 @@ def _summary(by_name):
         f"{separate.get('model_batch')} x {separate.get('seq')} plus a separate SAC batch of "
         f"{separate.get('sac_batch')} x {separate.get('seq')} windows encoded without gradients): "
         f"{separate['value']} s for {separate.get('gflop')} GFLOP ({separate.get('x_floor')}x its "
-        f"floor of {separate.get('floor_s')} s; issue 8's target: at most 0.9 s and 1.3x). "
+        f"floor of {separate.get('floor_s')} s; target: at most 0.9 s and 1.3x). "
         f"The default layout, SAC on the model batch's own features: {reuse.get('value')} s "
         f"({reuse.get('x_floor')}x its floor).")
   bf16 = by_name.get('train_iteration_s_separate_bf16', {})
@@ -200,13 +243,17 @@ def _summary(by_name):
   return out
 
 
-def write(path, lines, info, command, wall_s, quick=False):
+def render(lines, info, command, wall_s, quick=False, note=None):
+  """The document's text (`note`: a paragraph under the command, kept on re-rendering)."""
   by_name = {l['name']: l for l in lines}
   md = ['# Benchmarks', '',
         f'Generated by the benchmark suite (`bench/`), {info["date"]}, in {wall_s:.0f} s of '
         'wall time' + (' (QUICK mode: tiny sizes, not representative)' if quick else '') + '.',
         '', 'Exact command (from the repository root; `make bench` runs the same):', '',
         f'    .venv/bin/{command}', '',
+        *([note, ''] if note else []),
+        'What runs, with which arguments and into which section: `bench/registry.py` '
+        '(`python -m bench --list`).', '',
         '## Machine', '',
         f'- CPU: {info["cpu"]}, {info["cores"]} cores usable (`os.sched_getaffinity`), '
         f'{info.get("ram_gib")} GiB RAM; no GPU used',
@@ -217,10 +264,7 @@ def write(path, lines, info, command, wall_s, quick=False):
   summary = _summary(by_name)
   if summary:
     md += ['## Summary', ''] + summary + ['']
-  for issue, title in ISSUES.items():
-    rows = [l for l in lines if l.get('issue') == issue]
-    if not rows:
-      continue
+  for title, rows in sections(lines):
     md += [f'## {title}', '', '| Figure | Value | Unit | x FLOP floor | Details |',
            '|---|---:|---|---:|---|']
     for l in rows:
@@ -229,8 +273,43 @@ def write(path, lines, info, command, wall_s, quick=False):
       md.append(f"| `{l['name']}` | {value} | {l.get('unit') or ''} | {floor} | "
                 f"{_details(l).replace('|', '/')} |")
     md.append('')
-  md += [METHODS, '## Raw JSON lines', '', '```']
+  md += [METHODS, '## Standalone benchmarks', '',
+         'Long runs or evaluations of a finished training run, not part of the suite; '
+         'each writes its own results:', ''] + standalone() + ['']
+  run = {'run': {'info': info, 'command': command, 'wall_s': round(wall_s, 1), 'quick': quick,
+                 **({'note': note} if note else {})}}
+  md += ['## Raw JSON lines', '', '```', json.dumps(run)]
   md += [json.dumps(l) for l in lines]
   md += ['```', '']
+  return '\n'.join(md)
+
+
+def write(path, lines, info, command, wall_s, quick=False, note=None):
   with open(path, 'w') as f:
-    f.write('\n'.join(md))
+    f.write(render(lines, info, command, wall_s, quick, note))
+
+
+def read(path):
+  """(lines, run header) from a document written by `write`."""
+  with open(path) as f:
+    text = f.read()
+  raw = text.split('## Raw JSON lines', 1)[1].split('```')[1]
+  decoded = [json.loads(l) for l in raw.splitlines() if l.strip().startswith('{')]
+  runs = [l['run'] for l in decoded if 'run' in l]
+  if not runs:
+    raise ValueError(f'{path}: no {{"run": ...}} line in its raw JSON')
+  return [l for l in decoded if 'run' not in l], runs[0]
+
+
+def main(argv=None):
+  parser = argparse.ArgumentParser(description='re-render docs/benchmarks.md from its raw JSON')
+  parser.add_argument('--doc', default='docs/benchmarks.md')
+  args = parser.parse_args(argv)
+  lines, run = read(args.doc)
+  write(args.doc, lines, run['info'], run['command'], run['wall_s'], run['quick'],
+        run.get('note'))
+  return 0
+
+
+if __name__ == '__main__':
+  sys.exit(main())

@@ -1,6 +1,6 @@
 """Training figures (issue 8): seconds per train step, its parts and FLOP floors.
 
-  python -m bench.train_bench [--quick] [--depth 32] [--steps 10] \
+  python -m bench.train_bench [--quick] [--depth 32] [--steps 20] \
       [--matmul_gflops G] [--suffix _tcmalloc]
 
 One process per configuration (peak RSS is the process's own). The replay is
@@ -51,19 +51,21 @@ def fill_replay(data_spec, frames, seq, episodes, episode_length):
   return server
 
 
-def sample_batches(data_spec, server, seq, batch, count):
-  """`count` batches from ReplaySampler; per-batch seconds after the first."""
+def sample_batches(data_spec, server, seq, batch, count, keep=None):
+  """Times `count` batches from ReplaySampler after the first; returns (the
+  first `keep` batches (default all), per-batch seconds). Keeping a bounded
+  pool holds the process's memory (its peak RSS figure) apart from `count`."""
   from planet_tfa.drivers import replay  # pylint: disable=g-import-not-at-top
   sampler = replay.ReplaySampler(data_spec, server.address, seq, batch_size=batch,
                                  timeout_s=30.0)
   batches = [next(sampler)]  # starts the pipeline
-  times = []
-  for _ in range(count):
-    start = time.perf_counter()
+
+  def one():
     experience = next(sampler)
     experience.observation['pixels'].numpy()
-    times.append(time.perf_counter() - start)
-    batches.append(experience)
+    if keep is None or len(batches) < keep:
+      batches.append(experience)
+  times = common.timed(one, count)
   return batches, times
 
 
@@ -85,21 +87,27 @@ def _block(out):
   return loss.numpy()
 
 
-def main():
+def parse_args(argv=None):
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument('--quick', action='store_true', help='tiny sizes (smoke test)')
   parser.add_argument('--depth', type=int, default=32)
   parser.add_argument('--batch', type=int, default=32)
   parser.add_argument('--seq', type=int, default=9)
-  parser.add_argument('--steps', type=int, default=10, help='timed interleaved rounds')
-  parser.add_argument('--sample_count', type=int, default=10)
+  # 20 rounds (about 20 s at depth 32): medians of 10 moved by several percent.
+  parser.add_argument('--steps', type=int, default=20, help='timed interleaved rounds')
+  parser.add_argument('--sample_count', type=int, default=30, help='timed sampled batches')
   parser.add_argument('--episodes', type=int, default=4, help='episodes in the replay')
   parser.add_argument('--matmul_gflops', type=float, default=None,
                       help='measured fp32 matmul GFLOP/s (default: measure here)')
   parser.add_argument('--suffix', default='', help='appended to every figure name')
-  args = parser.parse_args()
+  args = parser.parse_args(argv)
   if args.quick:
     args.batch, args.steps, args.sample_count, args.episodes = 4, 3, 3, 2
+  return args
+
+
+def main():
+  args = parse_args()
 
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from tf_agents.utils import common as tfa_common  # pylint: disable=g-import-not-at-top
@@ -112,7 +120,7 @@ def main():
   time_step_spec, action_spec, frames = common.env_specs_and_frames(episode_length)
   gflops = args.matmul_gflops
   if gflops is None:
-    gflops, _ = flops_lib.matmul_gflops(repeats=5)
+    gflops, _ = flops_lib.matmul_gflops()
   tag = f'_d{depth}{args.suffix}'
   config = {'depth': depth, 'batch': args.batch, 'seq': args.seq,
             'rssm': [common.gin_value('RSSM.deter_size'), common.gin_value('RSSM.stoch_size'),
@@ -124,17 +132,17 @@ def main():
   data_spec = full.collect_data_spec
   server = fill_replay(data_spec, frames, args.seq, args.episodes, episode_length)
   batches, sample_times = sample_batches(data_spec, server, args.seq, args.batch,
-                                         args.sample_count)
-  common.emit(8, f'sample_batch_s{tag}', round(statistics.median(sample_times), 4), 's',
+                                         args.sample_count, keep=11)
+  common.emit(f'sample_batch_s{tag}', round(statistics.median(sample_times), 4), 's',
               windows=server.table_size(), frames='real cartpole frames',
               **common.summarize(sample_times), **config)
   full_fn = tfa_common.function(full.train)
   batch_args = [(b,) for b in batches]
   full_first_s, full_traces, retraces = first_calls(full_fn, batch_args)
-  common.emit(8, f'train_retraces{tag}', retraces, 'traces',
+  common.emit(f'train_retraces{tag}', retraces, 'traces',
               window='5 train calls after the first', traces_in_first_call=full_traces,
               note='the first call traces twice when it creates the optimizer slots')
-  common.emit(8, f'peak_rss_mb{tag}', round(common.peak_rss_mb(), 1), 'MiB',
+  common.emit(f'peak_rss_mb{tag}', round(common.peak_rss_mb(), 1), 'MiB',
               what='ru_maxrss after the full agent\'s first 6 train steps (agent, '
                    f'optimizers, replay of {args.episodes} episodes, prefetching sampler)',
               **config)
@@ -153,37 +161,35 @@ def main():
   sac_fn = tfa_common.function(sac_only)
   first_calls(sac_fn, sac_args)
 
-  times = {'full': [], 'wm': [], 'sac': []}
-  for i in range(args.steps):
-    for name, fn, call_args in (('full', full_fn, batch_args), ('wm', wm_fn, batch_args),
-                                ('sac', sac_fn, sac_args)):
-      one = call_args[i % len(call_args)]
-      start = time.perf_counter()
-      _block(fn(*one))
-      times[name].append(time.perf_counter() - start)
+  # first_calls already warmed each function up (its first call and 5 more).
+  times = common.interleave({
+      'full': lambda i: _block(full_fn(*batch_args[i % len(batch_args)])),
+      'wm': lambda i: _block(wm_fn(*batch_args[i % len(batch_args)])),
+      'sac': lambda i: _block(sac_fn(*sac_args[i % len(sac_args)])),
+  }, args.steps)
 
   parts = flops_lib.world_model_forward_flops(full.world_model, args.batch, args.seq)
   wm_flops = 3 * sum(parts.values())
   sac_flops = flops_lib.sac_update_flops(full, args.batch, args.seq)
   med = {k: statistics.median(v) for k, v in times.items()}
   floor = (wm_flops + sac_flops) / (gflops * 1e9)
-  common.emit(8, f'train_step_s{tag}', round(med['full'], 4), 's',
+  common.emit(f'train_step_s{tag}', round(med['full'], 4), 's',
               gflop=round((wm_flops + sac_flops) / 1e9, 2), floor_s=round(floor, 4),
               x_floor=round(med['full'] / floor, 2),
               first_call_with_tracing_s=round(full_first_s, 2),
               **common.summarize(times['full']), **config)
-  common.emit(8, f'wm_update_gflop{tag}', round(wm_flops / 1e9, 2), 'GFLOP',
+  common.emit(f'wm_update_gflop{tag}', round(wm_flops / 1e9, 2), 'GFLOP',
               forward_gflop_by_part={k: round(v / 1e9, 3) for k, v in parts.items()},
               note='forward x 3 (forward + backward); matmul/conv FLOPs only',
               sac_update_gflop=round(sac_flops / 1e9, 3), **config)
   floor = wm_flops / (gflops * 1e9)
-  common.emit(8, f'wm_update_s{tag}', round(med['wm'], 4), 's',
+  common.emit(f'wm_update_s{tag}', round(med['wm'], 4), 's',
               floor_s=round(floor, 4), x_floor=round(med['wm'] / floor, 2),
               retraces_after_first=wm_retraces, first_call_with_tracing_s=round(wm_first_s, 2),
               **common.summarize(times['wm']), **config)
   paired = statistics.median(f - w for f, w in zip(times['full'], times['wm']))
   floor = sac_flops / (gflops * 1e9)
-  common.emit(8, f'sac_update_s{tag}', round(paired, 4), 's',
+  common.emit(f'sac_update_s{tag}', round(paired, 4), 's',
               how='median over interleaved rounds of (full - wm)',
               difference_of_medians_s=round(med['full'] - med['wm'], 4),
               direct_sac_train_s=round(med['sac'], 4),

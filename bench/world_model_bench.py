@@ -76,7 +76,7 @@ def bench_update(depth, jit, batch, seq, steps, warmup, action_size=2):
   }
 
 
-def main():
+def parse_args(argv=None):
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument('--depths', default='32,16')
   parser.add_argument('--jit', default='0,1', help='0 (no XLA), 1 (jit_compile) or both')
@@ -84,7 +84,11 @@ def main():
   parser.add_argument('--seq', type=int, default=9)
   parser.add_argument('--steps', type=int, default=10, help='timed updates (median taken)')
   parser.add_argument('--warmup', type=int, default=3)
-  args = parser.parse_args()
+  return parser.parse_args(argv)
+
+
+def main():
+  args = parse_args()
   info = common.machine_info()
   for depth in [int(d) for d in args.depths.split(',')]:
     for jit in [bool(int(j)) for j in args.jit.split(',')]:

@@ -1,0 +1,186 @@
+"""The benchmark harness (bench/registry.py, suite.py, report.py, common.py).
+
+The registry's entries must name modules that exist and accept the
+arguments the registry gives them; the suite must run an entry end to end
+and tag its figures; the report must file figures under their topics.
+"""
+import dataclasses
+import glob
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+
+import pytest
+
+from bench import common
+from bench import registry
+from bench import report
+from bench import suite
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ENV = dict(os.environ, PYTHONPATH=REPO, PYTHONUNBUFFERED='1')
+
+
+def test_registry_entries_are_complete_and_consistent():
+  names = [b.name for b in registry.BENCHMARKS]
+  assert len(names) == len(set(names)), 'duplicate entry names'
+  for entry in registry.BENCHMARKS:
+    assert entry.section in registry.SECTIONS, entry
+    assert entry.module.startswith('bench.'), entry
+    assert os.path.exists(os.path.join(REPO, *entry.module.split('.')) + '.py'), entry
+    assert entry.docs is None or os.path.exists(os.path.join(REPO, entry.docs)), entry
+    assert entry.about, entry
+    if entry.in_suite:
+      assert entry.group and entry.quick_args is not None, entry
+  # Every bench/ script is in the registry (or is the harness itself).
+  harness = {'__init__', '__main__', 'common', 'registry', 'report', 'suite'}
+  scripts = {os.path.basename(p)[:-3] for p in glob.glob(os.path.join(REPO, 'bench', '*.py'))}
+  assert scripts - harness == {b.module.split('.')[1] for b in registry.BENCHMARKS}
+
+
+def test_every_module_parses_its_registry_arguments():
+  # One process per module: absl flags are process-global.
+  modules = sorted({b.module for b in registry.BENCHMARKS})
+  procs = {m: subprocess.Popen([sys.executable, '-m', 'bench.registry', '--check', m],
+                               cwd=REPO, env=ENV, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True) for m in modules}
+  for module, proc in procs.items():
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, f'{module}: {err[-2000:]}'
+    checked = out.split()
+    assert checked == [b.name for b in registry.BENCHMARKS if b.module == module], out
+
+
+def test_argument_check_fails_on_arguments_a_module_does_not_take():
+  from bench import flops  # pylint: disable=g-import-not-at-top
+  with pytest.raises(SystemExit):
+    flops.parse_args(['--no_such_flag', '1'])
+  with pytest.raises(KeyError):
+    registry.check_args('bench.no_such_module')
+
+
+def test_only_groups_named_in_the_docs_exist():
+  groups = set(registry.groups())
+  assert {'flops', 'replay', 'policy', 'planner', 'train', 'tcmalloc', 'carla'} <= groups
+  texts = [open(p).read() for p in glob.glob(os.path.join(REPO, 'docs', '*.md'))
+           + [os.path.join(REPO, 'README.md'), os.path.join(REPO, 'Makefile')]]
+  named = {g for t in texts for m in re.findall(r'python -m bench --only ([\w,]+)', t)
+           for g in m.split(',')}
+  named |= {g for t in texts for g in re.findall(r'group `(\w+)`', t)}
+  assert named and named <= groups, named - groups
+  assert [e.name for e in suite.select('planner')] == ['planner']
+  assert [e.name for e in suite.select('train')] == ['train_d32', 'train_d16', 'slac_shape']
+  with pytest.raises(ValueError):
+    suite.select('no_such_group')
+
+
+def test_suite_runs_one_benchmark_end_to_end_in_quick_mode(tmp_path):
+  out = tmp_path / 'benchmarks.md'
+  result = subprocess.run(
+      [sys.executable, '-m', 'bench', '--quick', '--only', 'carla', '--out', str(out),
+       '--log_dir', str(tmp_path / 'logs')],
+      cwd=REPO, env=ENV, capture_output=True, text=True, timeout=300)
+  assert result.returncode == 0, result.stderr[-3000:]
+  lines = [json.loads(l) for l in result.stdout.splitlines() if l.startswith('{')]
+  names = [l['name'] for l in lines]
+  assert names == ['carla_birdeye_ms_before', 'carla_birdeye_ms_after',
+                   'carla_lidar_image_ms_full_sweep', 'carla_lidar_image_ms_default_dropoff']
+  for line in lines:
+    assert line['benchmark'] == 'carla_obs' and line['section'] == 'CARLA observations'
+    assert line['unit'] == 'ms' and line['value'] > 0
+    # Timing figures carry their spread: median (= value), IQR, min, max, n.
+    assert line['median_ms'] == pytest.approx(line['value'], abs=0.01)
+    assert line['min_ms'] <= line['median_ms'] <= line['max_ms']
+    assert line['iqr_ms'] >= 0 and line['n'] == 5
+  text = out.read_text()
+  heading = '## CARLA observations: '
+  assert heading in text and '(issue' not in text
+  table = text.split(heading, 1)[1].split('\n## ', 1)[0]
+  for name in names:
+    assert f'| `{name}` |' in table
+  # The document holds what it needs to be re-rendered without a run.
+  read_lines, run = report.read(str(out))
+  assert [l['name'] for l in read_lines] == names
+  assert run['quick'] is True and run['command'].startswith('python -m bench --quick')
+
+
+def _line(name, section, benchmark=None, value=1.0, **details):
+  return {'name': name, 'value': value, 'unit': 's', 'section': section,
+          'benchmark': benchmark, **details}
+
+
+def test_report_files_figures_under_their_topic_sections():
+  lines = [
+      _line('train_step_s_d32', 'Training step', 'train_d32', x_floor=1.5, depth=32,
+            median_s=1.0, iqr_s=0.01),
+      _line('replay_sample_dmc', 'Replay', 'replay', frames='real dm_control cartpole frames'),
+      _line('carla_birdeye_ms_after', 'CARLA observations', 'carla_obs'),
+      _line('policy_failed', registry.FAILURES, 'policy', value=None),
+      _line('mystery', 'No such topic'),
+  ]
+  info = common.machine()
+  text = report.render(lines, info, 'python -m bench', 12.0)
+  headings = [h for h in re.findall(r'^## (.*)$', text, re.M)]
+  order = [h.split(':')[0] for h in headings]
+  # Registry order, failures after the topics, unknown sections last; empty ones left out.
+  assert order.index('Replay') < order.index('Training step') < order.index(
+      'CARLA observations') < order.index('Failures') < order.index(report.OTHER)
+  assert 'Policy latency' not in order and 'Planner' not in order
+  for line in lines:
+    owner = line['section'] if line['section'] in registry.SECTIONS or (
+        line['section'] == registry.FAILURES) else report.OTHER
+    section_text = re.split(r'^## ', text, flags=re.M)[order.index(owner) + 1]
+    assert f"| `{line['name']}` |" in section_text, line['name']
+  row = next(l for l in text.splitlines() if l.startswith('| `train_step_s_d32`'))
+  # The figure's spread is shown; the entry's context (depth) and the median
+  # (the value itself) are left to the raw JSON.
+  assert 'iqr_s=0.01' in row and 'depth=' not in row and 'median_s' not in row
+  assert '| 1.5 |' in row
+  row = next(l for l in text.splitlines() if l.startswith('| `replay_sample_dmc`'))
+  assert 'frames=' not in row  # a description: raw JSON only
+  # The standalone tools are listed with their commands.
+  for entry in registry.BENCHMARKS:
+    if not entry.in_suite:
+      assert entry.command() in text
+
+
+def test_tcmalloc_speedup_is_derived_from_both_train_runs():
+  lines = [_line('train_step_s_d32', 'Training step', value=0.6, min_s=0.5, max_s=0.7),
+           _line('train_step_s_d32_tcmalloc', 'Training step', value=0.5)]
+  (derived,) = registry.derived(lines)
+  assert derived['name'] == 'tcmalloc_speedup_d32' and derived['value'] == 1.2
+  assert derived['section'] == 'Training step'
+  assert registry.derived(lines[:1]) == []
+
+
+def test_suite_skips_an_entry_whose_requirement_is_missing(tmp_path):
+  entry = dataclasses.replace(registry.by_name()['train_d32_tcmalloc'],
+                              requires=str(tmp_path / 'missing.so'))
+  (line,) = suite.run([entry], quick=True, log_dir=str(tmp_path))
+  assert line['name'] == 'train_d32_tcmalloc_skipped' and line['value'] is None
+  assert line['section'] == 'Training step' and 'missing' in line['note']
+  assert not os.path.exists(tmp_path / 'train_d32_tcmalloc.log')  # nothing ran
+
+
+def test_measure_repeats_until_enough_time_and_interleave_alternates():
+  calls = []
+  times = common.measure(lambda i: (calls.append(i), time.sleep(0.01)), repeats=3, warmup=2,
+                         min_time_s=0.08, max_repeats=20)
+  assert calls[:2] == [0, 1]  # warm-up calls are not timed
+  assert len(times) == len(calls) - 2 and 3 <= len(times) < 20
+  assert sum(times) >= 0.08
+  assert len(common.measure(lambda i: None, repeats=4, min_time_s=10.0, max_repeats=6)) == 6
+  assert len(common.measure(lambda i: None, repeats=4)) == 4
+
+  order = []
+  got = common.interleave({'a': lambda i: order.append(('a', i)),
+                           'b': lambda i: order.append(('b', i))}, rounds=2, warmup=1)
+  assert order == [('a', 0), ('b', 0), ('a', 1), ('b', 1), ('a', 2), ('b', 2)]
+  assert {k: len(v) for k, v in got.items()} == {'a': 2, 'b': 2}
+
+  stats = common.summarize([4.0, 1.0, 3.0, 2.0, 100.0])
+  assert stats == {'median_s': 3.0, 'iqr_s': 2.0, 'min_s': 1.0, 'max_s': 100.0, 'n': 5}
+  assert common.summarize_ms([0.001, 0.003, 0.002])['median_ms'] == 2.0
