@@ -1,6 +1,6 @@
 """Env steps per second into a standalone Reverb server with 1, 2 and 4 collectors.
 
-Each collector process (`python -m planet_tfa.drivers.collect`) steps a
+Each collector process (`python -m planet_tfa.programs.collect`) steps a
 `TickEnv` whose step sleeps `--step_s` (default 50 ms: a 20 Hz simulator
 tick), so N collectors can at best deliver N / step_s steps per second. One
 JSON line per collector count:
@@ -96,7 +96,7 @@ def write_gin(path, args):
   if args.model == 'tiny':
     lines.append("include 'tiny.gin'")
   lines += [
-      'train_eval.env_loader = @bench.collectors_bench.tick_env',
+      'Experiment.env_loader = @bench.collectors_bench.tick_env',
       f'bench.collectors_bench.tick_env.step_s = {args.step_s}',
       f'bench.collectors_bench.tick_env.episode_steps = {args.episode_steps}',
       f'bench.collectors_bench.tick_env.image_size = {args.image_size}',
@@ -144,20 +144,15 @@ class Process:
 
 def publish_initial_variables(address):
   """Pushes a fresh agent's collect-policy variables, so collectors run the real policy."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from planet_tfa.agents import latent_sac_agent  # pylint: disable=g-import-not-at-top
-  from planet_tfa.drivers import replay  # pylint: disable=g-import-not-at-top
-  from planet_tfa.drivers import reverb_server  # pylint: disable=g-import-not-at-top
-  from planet_tfa.drivers import variables  # pylint: disable=g-import-not-at-top
-  settings = reverb_server.train_eval_settings()
-  env = settings['env_loader'](seed=0)
   from tf_agents.specs import tensor_spec  # pylint: disable=g-import-not-at-top
-  time_step_spec = tensor_spec.from_spec(env.time_step_spec())
-  action_spec = tensor_spec.from_spec(env.action_spec())
-  train_step = tf.Variable(0, dtype=tf.int64)
-  agent = latent_sac_agent.LatentSacAgent(time_step_spec, action_spec,
-                                          train_step_counter=train_step)
-  client = replay.wait_for_server(address, deadline_s=60)
+  from planet_tfa import experiment as experiment_lib  # pylint: disable=g-import-not-at-top
+  from planet_tfa.replay import tables  # pylint: disable=g-import-not-at-top
+  from planet_tfa.replay import variables  # pylint: disable=g-import-not-at-top
+  env = experiment_lib.Experiment().env_loader(seed=0)
+  agent = experiment_lib.make_agent(tensor_spec.from_spec(env.time_step_spec()),
+                                    tensor_spec.from_spec(env.action_spec()))
+  train_step = agent.train_step_counter
+  client = tables.wait_for_server(address, deadline_s=60)
   variables.PolicyVariables(address, agent.collect_policy, train_step, client=client).publish()
 
 
@@ -175,7 +170,7 @@ def measure(num_collectors, args, gin_path, work_dir):
   root = os.path.join(work_dir, f'n{num_collectors}')
   port = portpicker.pick_unused_port()
   address = f'localhost:{port}'
-  server = Process(['-m', 'planet_tfa.drivers.reverb_server', f'--root_dir={root}',
+  server = Process(['-m', 'planet_tfa.programs.serve', f'--root_dir={root}',
                     f'--port={port}', '--replay_checkpoint_interval_s=0',
                     f'--gin_file={gin_path}'])
   collectors = []
@@ -183,7 +178,7 @@ def measure(num_collectors, args, gin_path, work_dir):
     server.wait_for('ready on port', args.start_timeout_s)
     if args.policy == 'latent':
       publish_initial_variables(address)
-    collectors = [Process(['-m', 'planet_tfa.drivers.collect', f'--replay_server={address}',
+    collectors = [Process(['-m', 'planet_tfa.programs.collect', f'--replay_server={address}',
                            f'--collector_id={k}', f'--root_dir={root}',
                            f'--gin_file={gin_path}']) for k in range(num_collectors)]
     for collector in collectors:  # every one has traced its policy and written once
@@ -229,7 +224,7 @@ def parse_args(argv=None):
   parser.add_argument('--episode_steps', type=int, default=40)
   parser.add_argument('--image_size', type=int, default=64)
   parser.add_argument('--sequence_length', type=int, default=9,
-                      help='must match train_eval.sequence_length of the config')
+                      help='must match Experiment.sequence_length of the config')
   parser.add_argument('--policy', choices=['latent', 'random'], default='latent')
   parser.add_argument('--model', choices=['tiny', 'full'], default='full')
   parser.add_argument('--start_timeout_s', type=float, default=300.0)
@@ -244,8 +239,8 @@ def main():
     gin_path = os.path.join(work_dir, 'bench.gin')
     write_gin(gin_path, args)
     if args.policy == 'latent':
-      from planet_tfa import config  # pylint: disable=g-import-not-at-top
-      config.parse([gin_path])
+      from planet_tfa.programs import gin_files  # pylint: disable=g-import-not-at-top
+      gin_files.parse([gin_path])
     for n in [int(x) for x in args.collectors.split(',')]:
       print(json.dumps(measure(n, args, gin_path, work_dir)), flush=True)
   finally:

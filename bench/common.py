@@ -184,9 +184,9 @@ def tmpdir(prefix):
 def parse_gin(quick, extra_params=()):
   """The default task's gin config (tiny sizes in quick mode)."""
   import gin  # pylint: disable=g-import-not-at-top
-  from planet_tfa import config  # pylint: disable=g-import-not-at-top
+  from planet_tfa.programs import gin_files  # pylint: disable=g-import-not-at-top
   gin.clear_config()
-  config.parse(list(GIN_QUICK if quick else GIN_DEFAULT), list(extra_params))
+  gin_files.parse(list(GIN_QUICK if quick else GIN_DEFAULT), list(extra_params))
 
 
 def gin_value(name):

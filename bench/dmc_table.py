@@ -58,7 +58,7 @@ RANDOM_SCORE = 'random_score.json'
 
 flags.DEFINE_list('tasks', ['cartpole-swingup', 'cheetah-run', 'walker-walk'],
                   f'DeepMind Control tasks (domain-task); with gin files: {sorted(TASK_GIN)}.')
-flags.DEFINE_list('seeds', ['0', '1'], 'Seeds (train_eval.seed) per task.')
+flags.DEFINE_list('seeds', ['0', '1'], 'Seeds (Experiment.seed) per task.')
 flags.DEFINE_integer('env_steps', 100_000, 'Environment (physics) steps per run.')
 flags.DEFINE_multi_string('gin_file', ['dmc_cpu.gin'], 'Gin files after the task file.')
 flags.DEFINE_multi_string('gin_param', [], 'Extra gin bindings for every run.')
@@ -119,7 +119,7 @@ def train(task, seed, root, env_steps, gin_files, gin_params):
   cmd += [f'--gin_param={p}' for p in gin_params]
   cmd += [f'--gin_param=train_eval.env_step_budget={env_steps}',
           '--gin_param=train_eval.num_iterations=1000000000',  # the budget ends it
-          f'--gin_param=train_eval.seed={seed}']
+          f'--gin_param=Experiment.seed={seed}']
   print(' '.join(cmd), file=sys.stderr, flush=True)
   start = time.time()
   result = subprocess.run(cmd, cwd=REPO, check=False)

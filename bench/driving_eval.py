@@ -8,7 +8,7 @@
 Policies: 'random' (uniform actions), 'constant' (`--throttle`, zero steering),
 or the path of an exported SavedModel (ROOT/policies/greedy_policy). The
 environment is the one train_eval builds from the gin files, with the eval
-env's seed (train_eval.seed + 1); reasons and distances come from the
+env's seed (Experiment.seed + 1); reasons and distances come from the
 environment's `get_info()` (planet_tfa/environments/highway.py). Prints one JSON
 line (and writes it to --out): every episode, then the means and rates.
 
@@ -30,7 +30,7 @@ flags.DEFINE_multi_string('gin_param', [], 'Gin bindings.')
 flags.DEFINE_string('policy', 'random', "'random', 'constant', or a SavedModel directory.")
 flags.DEFINE_float('throttle', 0.5, "Acceleration action of the 'constant' policy.")
 flags.DEFINE_integer('episodes', 10, 'Episodes to run.')
-flags.DEFINE_integer('seed', None, 'Environment seed (default: train_eval.seed + 1, the eval env).')
+flags.DEFINE_integer('seed', None, 'Environment seed (default: Experiment.seed + 1, the eval env).')
 flags.DEFINE_string('out', None, 'Also write the JSON line here.')
 flags.DEFINE_multi_string('curve_root', [], 'Plot these run roots\' eval returns instead of '
                           'driving (LABEL=ROOT or ROOT).')
@@ -136,16 +136,15 @@ def summarize(results):
   }
 
 
-def make_env(gin_files, gin_params, seed=None):
+def make_env(gin_paths, gin_params, seed=None):
   """The task's environment as train_eval builds it (eval env seed by default)."""
-  import gin  # pylint: disable=g-import-not-at-top
-  from planet_tfa import config  # pylint: disable=g-import-not-at-top
-  config.parse(gin_files, gin_params)
-  env_loader = gin.query_parameter('train_eval.env_loader').scoped_configurable_fn
+  from planet_tfa import experiment as experiment_lib  # pylint: disable=g-import-not-at-top
+  from planet_tfa.programs import gin_files  # pylint: disable=g-import-not-at-top
+  gin_files.parse(gin_paths, gin_params)
+  run_experiment = experiment_lib.Experiment()
   if seed is None:
-    seed = (gin.query_parameter('train_eval.seed')
-            if 'train_eval.seed' in gin.config_str() else 0) + 1
-  return env_loader(seed=seed), seed
+    seed = run_experiment.seed + 1
+  return run_experiment.env_loader(seed=seed), seed
 
 
 def plot_curve(roots, baseline_paths, png):

@@ -18,9 +18,9 @@ import numpy as np
 def _episode_returns(tf_env, policy, episodes):
   """Returns of `episodes` whole episodes of `policy` in `tf_env`."""
   from tf_agents.metrics import tf_metrics  # pylint: disable=g-import-not-at-top
-  from planet_tfa.drivers import episode_drivers  # pylint: disable=g-import-not-at-top
+  from planet_tfa import episodes as episodes_lib  # pylint: disable=g-import-not-at-top
   last_return = tf_metrics.AverageReturnMetric(buffer_size=1)
-  driver = episode_drivers.EpisodeDriver(tf_env, policy, [last_return])
+  driver = episodes_lib.EpisodeDriver(tf_env, {'greedy': (policy, [last_return])})
   returns = []
   for _ in range(episodes):
     driver.run(1)
@@ -28,14 +28,14 @@ def _episode_returns(tf_env, policy, episodes):
   return returns
 
 
-def random_policy_return(gin_files, gin_params, episodes):
+def random_policy_return(gin_paths, gin_params, episodes):
   """Average return of uniform random actions on the configured task's eval env."""
   import gin  # pylint: disable=g-import-not-at-top
-  from planet_tfa import config  # pylint: disable=g-import-not-at-top
-  config.parse(gin_files, gin_params)
-  env_loader = gin.query_parameter('train_eval.env_loader').scoped_configurable_fn
-  seed = gin.query_parameter('train_eval.seed') if 'train_eval.seed' in gin.config_str() else 0
-  env = env_loader(seed=seed + 1)
+  from planet_tfa import experiment as experiment_lib  # pylint: disable=g-import-not-at-top
+  from planet_tfa.programs import gin_files  # pylint: disable=g-import-not-at-top
+  gin_files.parse(gin_paths, gin_params)
+  run_experiment = experiment_lib.Experiment()
+  env = run_experiment.env_loader(seed=run_experiment.seed + 1)
   rng = np.random.default_rng(0)
   spec = env.action_spec()
   returns = []
@@ -59,10 +59,10 @@ def evaluate_root(root_dir, episodes=10, filters=None, seed=None):
   """
   import gin  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from planet_tfa import config  # pylint: disable=g-import-not-at-top
-  from planet_tfa import export  # pylint: disable=g-import-not-at-top
-  from planet_tfa import run  # pylint: disable=g-import-not-at-top
-  from planet_tfa.drivers import reverb_server  # pylint: disable=g-import-not-at-top
+  from planet_tfa.programs import gin_files  # pylint: disable=g-import-not-at-top
+  from planet_tfa.programs import export  # pylint: disable=g-import-not-at-top
+  from planet_tfa import experiment as experiment_lib  # pylint: disable=g-import-not-at-top
+  from planet_tfa import layout  # pylint: disable=g-import-not-at-top
 
   root_dir = os.path.abspath(root_dir)
   agent, _ = export.load_agent_from_root(root_dir)
@@ -70,18 +70,18 @@ def evaluate_root(root_dir, episodes=10, filters=None, seed=None):
   results = {}
   for greedy_filter in filters:
     # The env loader reads its gin bindings when called: parse the run's config.
-    config.parse_run_config(os.path.join(root_dir, run.OPERATIVE_CONFIG))
+    gin_files.parse_run_config(os.path.join(root_dir, layout.OPERATIVE_CONFIG))
     try:
-      settings = reverb_server.train_eval_settings()
-      env_seed = settings['seed'] + 1 if seed is None else seed
-      tf_env = run.make_tf_env(settings['env_loader'], env_seed)
+      run_experiment = experiment_lib.Experiment()
+      env_seed = run_experiment.seed + 1 if seed is None else seed
+      tf_env = experiment_lib.make_env(run_experiment, seed=env_seed)
     finally:
       gin.clear_config()
     try:
       tf.random.set_seed(env_seed)  # the posterior samples, when sampling
       returns = _episode_returns(tf_env, agent.greedy_policy(greedy_filter), episodes)
     finally:
-      run.close_tf_env(tf_env)
+      experiment_lib.close_env(tf_env)
     results[greedy_filter] = {'mean': round(float(np.mean(returns)), 2),
                               'std': round(float(np.std(returns)), 2),
                               'returns': [round(r, 2) for r in returns]}

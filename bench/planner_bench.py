@@ -128,11 +128,11 @@ def main():
   import gin  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from tf_agents.utils import common as tfa_common  # pylint: disable=g-import-not-at-top
-  from planet_tfa import export  # pylint: disable=g-import-not-at-top
-  from planet_tfa.agents import latent_sac_agent  # pylint: disable=g-import-not-at-top
+  from planet_tfa import saved_policies  # pylint: disable=g-import-not-at-top
+  from planet_tfa import experiment as experiment_lib  # pylint: disable=g-import-not-at-top
   common.parse_gin(args.quick, planner_params)
   time_step_spec, action_spec, frames = common.env_specs_and_frames(64)
-  agent = latent_sac_agent.LatentSacAgent(time_step_spec, action_spec, eval_with='cem')
+  agent = experiment_lib.make_agent(time_step_spec, action_spec, eval_with='cem')
   planner = agent.policy
   config = dict(horizon=planner.horizon, num_candidates=planner.num_candidates,
                 top_k=planner.top_k, iterations=planner.iterations)
@@ -201,7 +201,7 @@ def main():
   if 'savedmodel' not in skip:
     out_dir = common.tmpdir('planner_export')
     start = time.perf_counter()
-    paths = export.export_policies(agent, out_dir, agent.train_step_counter, kind='cem')
+    paths = saved_policies.export_policies(agent, out_dir, agent.train_step_counter, kind='cem')
     export_s = time.perf_counter() - start
     loaded = tf.saved_model.load(paths['greedy_policy'])
     times = policy_bench.latency(loaded.action, loaded.get_initial_state(1), time_step_spec,

@@ -40,10 +40,10 @@ def _parse_overrides(text):
 def run_episodes(tf_env, policy, episodes, label=''):
   """Greedy episodes one at a time (as train_eval evaluates); returns, seconds."""
   from tf_agents.metrics import tf_metrics  # pylint: disable=g-import-not-at-top
-  from planet_tfa.drivers import episode_drivers  # pylint: disable=g-import-not-at-top
+  from planet_tfa import episodes as episodes_lib  # pylint: disable=g-import-not-at-top
   returns_metric = tf_metrics.AverageReturnMetric(buffer_size=1)
   steps_metric = tf_metrics.EnvironmentSteps()
-  driver = episode_drivers.EpisodeDriver(tf_env, policy, [returns_metric, steps_metric])
+  driver = episodes_lib.EpisodeDriver(tf_env, {'greedy': (policy, [returns_metric, steps_metric])})
   returns, seconds, steps = [], [], []
   for _ in range(episodes):
     before = int(steps_metric.result())
@@ -118,9 +118,10 @@ def parse_args(argv=None):
 def main():
   args = parse_args()
   import gin  # pylint: disable=g-import-not-at-top
-  from planet_tfa import config  # pylint: disable=g-import-not-at-top
-  from planet_tfa import export  # pylint: disable=g-import-not-at-top
-  from planet_tfa import run  # pylint: disable=g-import-not-at-top
+  from planet_tfa.programs import gin_files  # pylint: disable=g-import-not-at-top
+  from planet_tfa.programs import export  # pylint: disable=g-import-not-at-top
+  from planet_tfa import experiment as experiment_lib  # pylint: disable=g-import-not-at-top
+  from planet_tfa import layout  # pylint: disable=g-import-not-at-top
   from planet_tfa.environments import suites  # pylint: disable=g-import-not-at-top
 
   root = os.path.abspath(args.root_dir)
@@ -134,7 +135,7 @@ def main():
       'cem_guided': lambda: agent.make_policy('cem', True, **guided),
   }
   # The run's task (and its action repeat, time limit) from its own config.
-  config.parse_run_config(os.path.join(root, run.OPERATIVE_CONFIG))
+  gin_files.parse_run_config(os.path.join(root, layout.OPERATIVE_CONFIG))
   try:
     for name in args.policies.split(','):
       if name == 'model':
@@ -149,11 +150,12 @@ def main():
                     env_seed=args.seed, **check)
         continue
       policy = makers[name]()
-      tf_env = run.make_tf_env(suites.load_environment, args.seed)
+      tf_env = experiment_lib.make_env(
+          experiment_lib.Experiment(env_loader=suites.load_environment), seed=args.seed)
       try:
         returns, seconds, steps = run_episodes(tf_env, policy, args.episodes, name)
       finally:
-        run.close_tf_env(tf_env)
+        experiment_lib.close_env(tf_env)
       details = {}
       if name != 'sac':
         details = dict(horizon=policy.horizon, num_candidates=policy.num_candidates,

@@ -5,7 +5,7 @@
   policy_latency_inprocess_ms   greedy `agent.policy.action` under tf.function
                                 (`common.function`, as the drivers run it), batch 1,
                                 one 64x64x3 frame per call, state carried over
-  policy_latency_savedmodel_ms  the same from `export.export_policies` ->
+  policy_latency_savedmodel_ms  the same from `saved_policies.export_policies` ->
                                 `tf.saved_model.load(...).action`
   replay_checkpoint_{dmc,noise}_s  `ReplayServer.checkpoint()` of the experience
                                 table filled to `--fill_steps` env steps (default:
@@ -71,7 +71,7 @@ def _ms_stats(times):
 def policy_figures(args, agent, time_step_spec, frames):
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from tf_agents.utils import common as tfa_common  # pylint: disable=g-import-not-at-top
-  from planet_tfa import export  # pylint: disable=g-import-not-at-top
+  from planet_tfa import saved_policies  # pylint: disable=g-import-not-at-top
   lines = []
   policy = agent.policy
   action_fn = tfa_common.function(policy.action)
@@ -88,7 +88,7 @@ def policy_figures(args, agent, time_step_spec, frames):
   out_dir = common.tmpdir('export')
   try:
     start = time.perf_counter()
-    paths = export.export_policies(agent, out_dir, agent.train_step_counter)
+    paths = saved_policies.export_policies(agent, out_dir, agent.train_step_counter)
     export_s = time.perf_counter() - start
     start = time.perf_counter()
     loaded = tf.saved_model.load(paths['greedy_policy'])
@@ -106,12 +106,12 @@ def policy_figures(args, agent, time_step_spec, frames):
 
 
 def replay_persistence(args, data_spec, frames, kind):
-  from planet_tfa.drivers import observers  # pylint: disable=g-import-not-at-top
-  from planet_tfa.drivers import replay  # pylint: disable=g-import-not-at-top
+  from planet_tfa.replay import observers  # pylint: disable=g-import-not-at-top
+  from planet_tfa.replay import tables  # pylint: disable=g-import-not-at-top
   lines = []
   root = common.tmpdir('replay_ckpt')
   try:
-    server = replay.ReplayServer([replay.make_experience_table(data_spec)], root_dir=root)
+    server = tables.ReplayServer([tables.make_experience_table(data_spec)], root_dir=root)
     observer = observers.ReverbEpisodeObserver(server.client, args.seq)
     frames_fn = common.cycled(frames) if kind == 'dmc' else common.fresh_noise()
     steps, fill_s = common.write_episodes(observer, data_spec, frames_fn,
@@ -130,7 +130,7 @@ def replay_persistence(args, data_spec, frames, kind):
     restore_times = []
     for _ in range(args.repeats):
       start = time.perf_counter()
-      restored = replay.ReplayServer([replay.make_experience_table(data_spec)], root_dir=root)
+      restored = tables.ReplayServer([tables.make_experience_table(data_spec)], root_dir=root)
       size = restored.table_size()
       restore_times.append(time.perf_counter() - start)
       restored.stop()
@@ -184,11 +184,11 @@ def parse_args(argv=None):
 def main():
   args = parse_args()
   skip = set(filter(None, args.skip.split(',')))
-  from planet_tfa.agents import latent_sac_agent  # pylint: disable=g-import-not-at-top
+  from planet_tfa import experiment as experiment_lib  # pylint: disable=g-import-not-at-top
   common.parse_gin(args.quick)
   # Real frames: 4 episodes' worth, cycled by the dmc fill.
   time_step_spec, action_spec, frames = common.env_specs_and_frames(4 * args.episode_length)
-  agent = latent_sac_agent.LatentSacAgent(time_step_spec, action_spec)
+  agent = experiment_lib.make_agent(time_step_spec, action_spec)
   if 'policy' not in skip:
     policy_figures(args, agent, time_step_spec, frames)
   if 'replay' not in skip:

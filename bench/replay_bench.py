@@ -3,12 +3,12 @@
   python -m bench.replay_bench [--quick] [--episodes 8] [--sample_batches 60]
 
 All on real components: a Reverb server with the project's
-`replay.make_experience_table` (T+1 = 9 windows, stride 1), written through
-`observers.ReverbEpisodeObserver` and read through `replay.ReplaySampler`.
+`tables.make_experience_table` (T+1 = 9 windows, stride 1), written through
+`observers.ReverbEpisodeObserver` and read through `tables.ReplaySampler`.
 
   replay_warmup_env_steps_per_s   random policy on dm_control cartpole swing-up
                                   (pixels, action repeat 8) through
-                                  `episode_drivers.Collection.warmup`, writing to
+                                  `episodes_lib.Collection.warmup`, writing to
                                   Reverb; episodes after a first (tracing) one.
   replay_storage_{dmc,random}     bytes of a Reverb checkpoint of the table per
                                   stored env step, as a multiple of the raw
@@ -32,13 +32,13 @@ from bench import common
 
 def build(quick, root_dir):
   """Agent data spec, a checkpointing server with the experience table."""
-  from planet_tfa.agents import latent_sac_agent  # pylint: disable=g-import-not-at-top
-  from planet_tfa.drivers import replay  # pylint: disable=g-import-not-at-top
+  from planet_tfa import experiment as experiment_lib  # pylint: disable=g-import-not-at-top
+  from planet_tfa.replay import tables  # pylint: disable=g-import-not-at-top
   common.parse_gin(quick)
   time_step_spec, action_spec, _ = common.env_specs_and_frames(0)
-  agent = latent_sac_agent.LatentSacAgent(time_step_spec, action_spec)
-  table = replay.make_experience_table(agent.collect_data_spec)
-  server = replay.ReplayServer([table], root_dir=root_dir)
+  agent = experiment_lib.make_agent(time_step_spec, action_spec)
+  table = tables.make_experience_table(agent.collect_data_spec)
+  server = tables.ReplayServer([table], root_dir=root_dir)
   return agent, server
 
 
@@ -50,8 +50,8 @@ def storage(server, steps):
 
 
 def sample_rate(data_spec, server, batch, seq, batches, warmup=5):
-  from planet_tfa.drivers import replay  # pylint: disable=g-import-not-at-top
-  sampler = replay.ReplaySampler(data_spec, server.address, seq, batch_size=batch,
+  from planet_tfa.replay import tables  # pylint: disable=g-import-not-at-top
+  sampler = tables.ReplaySampler(data_spec, server.address, seq, batch_size=batch,
                                  timeout_s=30.0)
   def one():
     experience = next(sampler)
@@ -63,9 +63,9 @@ def sample_rate(data_spec, server, batch, seq, batches, warmup=5):
 
 
 def run(args):
-  from planet_tfa import run as run_lib  # pylint: disable=g-import-not-at-top
-  from planet_tfa.drivers import episode_drivers  # pylint: disable=g-import-not-at-top
-  from planet_tfa.drivers import observers  # pylint: disable=g-import-not-at-top
+  from planet_tfa import experiment as run_lib  # pylint: disable=g-import-not-at-top
+  from planet_tfa import episodes as episodes_lib  # pylint: disable=g-import-not-at-top
+  from planet_tfa.replay import observers  # pylint: disable=g-import-not-at-top
   from planet_tfa.environments import suites  # pylint: disable=g-import-not-at-top
 
   seq = args.seq
@@ -78,7 +78,7 @@ def run(args):
     episode_observer = observers.TFReverbObserver(
         lambda: observers.ReverbEpisodeObserver(server.client, seq),
         batch_size=tf_env.batch_size)
-    collection = episode_drivers.Collection(
+    collection = episodes_lib.Collection(
         tf_env, None, agent.collect_policy, agent.policy, episode_observer)
     env_steps = collection.train_metrics['env_steps']
     start = time.perf_counter()
@@ -119,9 +119,9 @@ def run(args):
   # ---- incompressible frames: same episode length, written in Python ----
   root = common.tmpdir('replay_random')
   try:
-    from planet_tfa.drivers import replay  # pylint: disable=g-import-not-at-top
-    table = replay.make_experience_table(agent.collect_data_spec)
-    server = replay.ReplayServer([table], root_dir=root)
+    from planet_tfa.replay import tables  # pylint: disable=g-import-not-at-top
+    table = tables.make_experience_table(agent.collect_data_spec)
+    server = tables.ReplayServer([table], root_dir=root)
     observer = observers.ReverbEpisodeObserver(server.client, seq)
     episode_length = steps_per_episode + 1  # + the boundary step
     steps, write_s = common.write_episodes(observer, agent.collect_data_spec,

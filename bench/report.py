@@ -26,8 +26,8 @@ METHODS = """\
 ## How each figure is measured
 
 Every figure comes from the real components: a Reverb server with the project's
-`replay.make_experience_table` (T+1 = 9 windows, stride 1, capacity 100k), writes through
-`observers.ReverbEpisodeObserver`, reads through `replay.ReplaySampler`, the real
+`tables.make_experience_table` (T+1 = 9 windows, stride 1, capacity 100k), writes through
+`observers.ReverbEpisodeObserver`, reads through `tables.ReplaySampler`, the real
 `LatentSacAgent` built from `gin/dmc_cartpole_swingup.gin` (+ `gin/defaults.gin`) and the real
 dm_control cartpole swing-up from 64x64 pixels (`suites.load_dmc_pixels`, action repeat 8,
 125 agent steps + 1 boundary step per episode). Times are medians after untimed warm-up calls,
@@ -37,7 +37,7 @@ with each other are timed in interleaved rounds (`bench.common.interleave`) so a
 the machine hits all of them. Each registry entry (`bench/registry.py`) runs in its own
 process, so peak RSS is that process's own.
 
-- **replay_warmup_env_steps_per_s**: random policy through `episode_drivers.Collection.warmup`
+- **replay_warmup_env_steps_per_s**: random policy through `episodes.Collection.warmup`
   (TF driver, `TFPyEnvironment` in its own thread, `TFReverbObserver` writing whole episodes);
   env steps (the `EnvironmentSteps` metric) per second over single episodes after a first,
   tracing one; median of the episodes.
@@ -52,7 +52,7 @@ process, so peak RSS is that process's own.
   materialised in host memory, after 5 warm-up batches; sequences/s = 32 / median batch time.
 - **policy_latency_inprocess_ms**: `common.function(agent.policy.action)` (greedy: RSSM filter
   + actor mode) at batch 1, policy state carried from call to call.
-- **policy_latency_savedmodel_ms**: `export.export_policies(...)`, then
+- **policy_latency_savedmodel_ms**: `saved_policies.export_policies(...)`, then
   `tf.saved_model.load(.../greedy_policy).action` the same way.
 - **planner_action_ms / planner_guided_action_ms / sac_action_ms** (`bench/planner_bench.py`):
   `common.function(policy.action)` at batch 1 on real cartpole frames, state carried over;

@@ -51,7 +51,7 @@ def parse_args(argv=None):
 def main():
   args = parse_args()
 
-  from planet_tfa.agents import latent_sac_agent  # pylint: disable=g-import-not-at-top
+  from planet_tfa import experiment as experiment_lib  # pylint: disable=g-import-not-at-top
   common.parse_gin(args.quick, [f'WorldModel.image_depth = {args.depth}'])
   episode_length = 126
   time_step_spec, action_spec, frames = common.env_specs_and_frames(episode_length)
@@ -60,7 +60,7 @@ def main():
   for precision in args.precisions.split(','):
     common.parse_gin(args.quick, [f'WorldModel.image_depth = {args.depth}',
                                   f"WorldModel.image_precision = '{precision}'"])
-    agent = latent_sac_agent.LatentSacAgent(time_step_spec, action_spec)
+    agent = experiment_lib.make_agent(time_step_spec, action_spec)
     if server is None:
       server = train_bench.fill_replay(agent.collect_data_spec, frames, args.seq, 4,
                                        episode_length)

@@ -4,9 +4,9 @@
       [--matmul_gflops G] [--suffix _tcmalloc]
 
 One process per configuration (peak RSS is the process's own). The replay is
-a real Reverb table (`replay.make_experience_table`) holding episodes of real
+a real Reverb table (`tables.make_experience_table`) holding episodes of real
 cartpole frames written through `observers.ReverbEpisodeObserver`; batches come
-from `replay.ReplaySampler` ([32, 9]) and are sampled before the timed steps
+from `tables.ReplaySampler` ([32, 9]) and are sampled before the timed steps
 (sampling is timed on its own). Two fresh `LatentSacAgent`s from
 gin/defaults.gin (+ `WorldModel.image_depth`), each trained through
 `common.function(agent.train)` as run.py does:
@@ -41,9 +41,9 @@ from bench import flops as flops_lib
 
 
 def fill_replay(data_spec, frames, seq, episodes, episode_length):
-  from planet_tfa.drivers import observers  # pylint: disable=g-import-not-at-top
-  from planet_tfa.drivers import replay  # pylint: disable=g-import-not-at-top
-  server = replay.ReplayServer([replay.make_experience_table(data_spec)])
+  from planet_tfa.replay import observers  # pylint: disable=g-import-not-at-top
+  from planet_tfa.replay import tables  # pylint: disable=g-import-not-at-top
+  server = tables.ReplayServer([tables.make_experience_table(data_spec)])
   observer = observers.ReverbEpisodeObserver(server.client, seq)
   common.write_episodes(observer, data_spec, common.cycled(frames), episode_length,
                         episodes * episode_length)
@@ -55,8 +55,8 @@ def sample_batches(data_spec, server, seq, batch, count, keep=None):
   """Times `count` batches from ReplaySampler after the first; returns (the
   first `keep` batches (default all), per-batch seconds). Keeping a bounded
   pool holds the process's memory (its peak RSS figure) apart from `count`."""
-  from planet_tfa.drivers import replay  # pylint: disable=g-import-not-at-top
-  sampler = replay.ReplaySampler(data_spec, server.address, seq, batch_size=batch,
+  from planet_tfa.replay import tables  # pylint: disable=g-import-not-at-top
+  sampler = tables.ReplaySampler(data_spec, server.address, seq, batch_size=batch,
                                  timeout_s=30.0)
   batches = [next(sampler)]  # starts the pipeline
 
@@ -111,7 +111,7 @@ def main():
 
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from tf_agents.utils import common as tfa_common  # pylint: disable=g-import-not-at-top
-  from planet_tfa.agents import latent_sac_agent  # pylint: disable=g-import-not-at-top
+  from planet_tfa import experiment as experiment_lib  # pylint: disable=g-import-not-at-top
   from planet_tfa.networks import rssm as rssm_lib  # pylint: disable=g-import-not-at-top
   tf.random.set_seed(0)
   common.parse_gin(args.quick, [f'WorldModel.image_depth = {args.depth}'])
@@ -128,7 +128,7 @@ def main():
             'matmul_gflops': round(gflops, 1)}
 
   # ---- full agent first: replay, sampling, tracing, retraces, peak RSS ----
-  full = latent_sac_agent.LatentSacAgent(time_step_spec, action_spec)
+  full = experiment_lib.make_agent(time_step_spec, action_spec)
   data_spec = full.collect_data_spec
   server = fill_replay(data_spec, frames, args.seq, args.episodes, episode_length)
   batches, sample_times = sample_batches(data_spec, server, args.seq, args.batch,
@@ -148,7 +148,7 @@ def main():
               **config)
 
   # ---- world-model-only agent and the SAC update alone ----
-  wm = latent_sac_agent.LatentSacAgent(time_step_spec, action_spec, train_sac=False)
+  wm = experiment_lib.make_agent(time_step_spec, action_spec, train_sac=False)
   wm_fn = tfa_common.function(wm.train)
   wm_first_s, _, wm_retraces = first_calls(wm_fn, batch_args)
   features_fn = tf.function(

@@ -8,11 +8,15 @@ from scratch on top of its own history).
 """
 import logging
 import os
+import tempfile
 
 import tensorflow as tf
 
+from planet_tfa import errors
+from planet_tfa import layout
 
-class CheckpointError(RuntimeError):
+
+class CheckpointError(errors.UserError, RuntimeError):
   """Checkpoints exist but cannot be used."""
 
 
@@ -90,11 +94,10 @@ class RunCheckpoints:
 
 # ---- world model: its own checkpoints and selective restore -----------------
 
-WORLD_MODEL_DIR = 'world_model'
 _WORLD_MODEL_PREFIX = 'agent/_world_model/'
 
 
-class WorldModelMismatchError(ValueError):
+class WorldModelMismatchError(errors.UserError, ValueError):
   """A checkpoint's world-model variable has another shape than the model's."""
 
 
@@ -111,8 +114,8 @@ def world_model_checkpoint(world_model):
 def resolve_checkpoint(path):
   """A checkpoint prefix from a run root, a checkpoint directory or a prefix."""
   path = os.path.abspath(os.path.expanduser(path))
-  for directory in (os.path.join(path, WORLD_MODEL_DIR),
-                    os.path.join(path, 'train', 'checkpoints'), path):
+  for directory in (os.path.join(path, layout.WORLD_MODEL_DIR),
+                    os.path.join(path, layout.CHECKPOINT_DIR), path):
     if os.path.isdir(directory):
       latest = tf.train.latest_checkpoint(directory)
       if latest:
@@ -127,7 +130,6 @@ def resolve_checkpoint(path):
 
 def _shapes_of(checkpoint_object):
   """Key -> shape of every variable the object would save (via a scratch save)."""
-  import tempfile  # pylint: disable=g-import-not-at-top
   with tempfile.TemporaryDirectory() as scratch:
     prefix = checkpoint_object.write(os.path.join(scratch, 'probe'))
     return tf.train.load_checkpoint(prefix).get_variable_to_shape_map()

@@ -11,4 +11,8 @@ RENAMED_BINDINGS = {
     'ReverbEpisodeObserver.stride_length': 'window_stride.stride_length',
     'capacity_in_items.stride_length': 'window_stride.stride_length',
     'capacity_in_items.capacity_env_steps': 'make_experience_table.capacity_env_steps',
+    # Issue 15: what every role shares moved from the learner to the Experiment.
+    'train_eval.env_loader': 'Experiment.env_loader',
+    'train_eval.seed': 'Experiment.seed',
+    'train_eval.sequence_length': 'Experiment.sequence_length',
 }

@@ -41,12 +41,23 @@ def format_duration(seconds):
 
 
 class Progress:
-  """Rates and ETA over a run of `total` iterations (resumed runs count from `start`)."""
+  """Rates and ETA over a run of `total` iterations (resumed runs count from `start`).
 
-  def __init__(self, total, start=0, time_budget_s=None):
+  The ETA is the nearest of the run's ends: `total` iterations, the
+  `time_budget_s` and the `env_step_budget` (agent steps, as `env_steps`
+  counts them), each extrapolated from this start's rate.
+  """
+
+  # Above this, num_iterations is a "no limit" placeholder: not worth printing.
+  _SHOWN_TOTAL = 10**7
+
+  def __init__(self, total, start=0, time_budget_s=None, env_step_budget=None,
+               start_env_steps=0):
     self.total = total
     self.start = start
     self.time_budget_s = time_budget_s
+    self.env_step_budget = env_step_budget
+    self.start_env_steps = start_env_steps
     self.started_at = time.time()
     self._last_time = self.started_at
     self._last = {}
@@ -60,22 +71,52 @@ class Progress:
     self._last_time = now
     return rates
 
-  def eta(self, iteration):
-    done = iteration - self.start
-    if done <= 0:
-      return None
+  def eta(self, iteration, env_steps=None):
     elapsed = time.time() - self.started_at
-    remaining = elapsed / done * (self.total - iteration)
+    estimates = []
+    done = iteration - self.start
+    if done > 0:
+      estimates.append(elapsed / done * (self.total - iteration))
+    if self.env_step_budget is not None and env_steps is not None:
+      collected = env_steps - self.start_env_steps
+      if collected > 0:
+        estimates.append(elapsed / collected * max(0, self.env_step_budget - env_steps))
     if self.time_budget_s is not None:
-      remaining = min(remaining, max(0.0, self.time_budget_s - elapsed))
-    return remaining
+      estimates.append(max(0.0, self.time_budget_s - elapsed))
+    return min(estimates) if estimates else None
 
-  def line(self, iteration, fields):
-    parts = [f'iter {iteration}/{self.total}']
+  def line(self, iteration, fields, env_steps=None):
+    parts = [f'iter {iteration}/{self.total}' if self.total < self._SHOWN_TOTAL
+             else f'iter {iteration}']
     for name, value in fields.items():
       if value is None:
         continue
       parts.append(f'{name} {value:.4g}' if isinstance(value, float) else f'{name} {value}')
     parts.append(f'elapsed {format_duration(time.time() - self.started_at)}')
-    parts.append(f'ETA {format_duration(self.eta(iteration))}')
+    parts.append(f'ETA {format_duration(self.eta(iteration, env_steps))}')
     return ' | '.join(parts)
+
+
+class StepProgress:
+  """A line every `interval_s` seconds during a long unit of work (an
+  iteration's train steps), so minutes of training are not minutes of silence."""
+
+  def __init__(self, label, total, interval_s=30.0, printer=print, clock=time.time):
+    self._label = label
+    self._total = total
+    self._interval_s = interval_s
+    self._print = printer
+    self._clock = clock
+    self._started_at = self._last_print = clock()
+
+  def update(self, done):
+    """Prints `done`/total with the rate and time left, when the interval has passed."""
+    now = self._clock()
+    if not self._interval_s or now - self._last_print < self._interval_s or done >= self._total:
+      return False
+    self._last_print = now
+    rate = done / max(now - self._started_at, 1e-9)
+    left = (self._total - done) / rate if rate > 0 else None
+    self._print(f'  {self._label} {done}/{self._total} | {rate:.3g}/s | '
+                f'{format_duration(left)} left', flush=True)
+    return True

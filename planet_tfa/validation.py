@@ -1,8 +1,8 @@
 """Checks of a run's settings before anything starts.
 
-`check_train_eval` runs first in `run.train_eval`: before the root directory,
+`check_train_eval` runs first in `learner.train_eval`: before the root directory,
 an environment, a model or the warm-up exist. Each problem raises
-`SettingError` (a `config.ConfigError`) whose message names the binding, the
+`SettingError` (a `errors.ConfigError`) whose message names the binding, the
 value given and what is valid; `train_eval.py` prints it without a traceback
 and exits 2, as it does for a misspelled gin binding.
 """
@@ -12,13 +12,13 @@ import os
 
 import gin
 
-from planet_tfa import config
+from planet_tfa import errors
 from planet_tfa.agents import cem_policy
 from planet_tfa.agents import latent_sac_agent
 from planet_tfa.environments import suites
 
 
-class SettingError(config.ConfigError):
+class SettingError(errors.ConfigError):
   """A setting has a value the run cannot use."""
 
 
@@ -41,8 +41,6 @@ _TRAIN_EVAL_RULES = {
     'initial_collect_episodes': (_WHOLE_AT_LEAST_0, False, 'random warm-up episodes'),
     'collect_episodes_per_iteration': (_WHOLE_AT_LEAST_0, False, 'policy episodes per iteration'),
     'batch_size': (_WHOLE_AT_LEAST_1, False, 'replay windows per train step'),
-    'sequence_length': ((lambda v: _is_whole(v) and v >= 2, 'a whole number >= 2'), False,
-                        'steps per replay window, T+1'),
     'eval_interval': (_WHOLE_AT_LEAST_0, False, 'iterations between evaluations; 0: never'),
     'eval_episodes': (_WHOLE_AT_LEAST_0, False, 'greedy episodes per evaluation'),
     'checkpoint_interval': (_WHOLE_AT_LEAST_0, False, 'iterations between checkpoints'),
@@ -59,11 +57,19 @@ _TRAIN_EVAL_RULES = {
                         'environment (physics) steps to collect, warm-up included'),
     'freeze_world_model': (_BOOL, False, 'keep the world model fixed'),
     'world_model_only': (_BOOL, False, 'train the world model alone'),
-    'seed': (_WHOLE_AT_LEAST_0, False, 'the random seed'),
     'remote_collect_episodes_per_iteration': (_WHOLE_AT_LEAST_0, False,
                                               'local episodes next to remote collectors'),
     'server_deadline_s': (_POSITIVE, False, 'seconds to reach the replay server'),
     'remote_wait_for_data_s': (_POSITIVE, False, 'seconds to wait for remote data'),
+    'progress_interval_s': ((lambda v: _is_number(v) and v >= 0, 'a number >= 0'), False,
+                            'seconds between progress lines within an iteration; 0: none'),
+}
+
+# Experiment field -> the same form: the settings every role shares.
+_EXPERIMENT_RULES = {
+    'sequence_length': ((lambda v: _is_whole(v) and v >= 2, 'a whole number >= 2'), False,
+                        'steps per replay window, T+1'),
+    'seed': (_WHOLE_AT_LEAST_0, False, 'the random seed'),
 }
 
 
@@ -95,13 +101,8 @@ def check_root_dir(root_dir):
         'one, or a run to resume). Pick another --root_dir or move the file away.')
 
 
-def check_train_eval(settings):
-  """Raises `SettingError` for the first unusable setting of `train_eval`.
-
-  `settings`: train_eval's arguments by name (its `locals()` at entry).
-  """
-  check_root_dir(settings['root_dir'])
-  for name, ((test, valid), optional, meaning) in _TRAIN_EVAL_RULES.items():
+def _check_rules(configurable, rules, settings):
+  for name, ((test, valid), optional, meaning) in rules.items():
     if name not in settings:
       continue
     value = settings[name]
@@ -109,8 +110,25 @@ def check_train_eval(settings):
       continue
     if not test(value):
       raise SettingError(
-          f'train_eval.{name}={_describe(value)}: must be {valid}'
+          f'{configurable}.{name}={_describe(value)}: must be {valid}'
           f'{" or None" if optional else ""} ({meaning}).')
+
+
+def check_experiment(experiment):
+  """Raises `SettingError` for an unusable `Experiment` field (every role checks it)."""
+  _check_rules('Experiment', _EXPERIMENT_RULES,
+               {name: getattr(experiment, name) for name in _EXPERIMENT_RULES})
+
+
+def check_train_eval(settings, experiment):
+  """Raises `SettingError` for the first unusable setting of `train_eval`.
+
+  `settings`: train_eval's arguments by name (its `locals()` at entry);
+  `experiment`: the run's `Experiment`.
+  """
+  check_root_dir(settings['root_dir'])
+  _check_rules('train_eval', _TRAIN_EVAL_RULES, settings)
+  check_experiment(experiment)
 
   _check_data_ratio(settings)
 
@@ -123,14 +141,14 @@ def check_train_eval(settings):
         'freeze_world_model.')
 
   burn_in = bound_value('LatentSacAgent', 'sac_burn_in', latent_sac_agent.LatentSacAgent)
-  pairs = settings['sequence_length'] - 1
+  pairs = experiment.sequence_length - 1
   if not (_is_whole(burn_in) and burn_in >= 0):
     raise SettingError(f'LatentSacAgent.sac_burn_in={_describe(burn_in)}: must be a '
                        'whole number >= 0 (leading pairs of mid-episode windows SAC skips).')
   if not settings['world_model_only'] and burn_in >= pairs:
     raise SettingError(
-        f'LatentSacAgent.sac_burn_in={burn_in} with train_eval.sequence_length='
-        f'{settings["sequence_length"]} leaves SAC no transition of windows that start '
+        f'LatentSacAgent.sac_burn_in={burn_in} with Experiment.sequence_length='
+        f'{experiment.sequence_length} leaves SAC no transition of windows that start '
         f'mid-episode (a window has {pairs} pairs), so it would learn only from episode '
         f'starts. Use sac_burn_in <= {pairs - 1} or a longer sequence_length (> '
         f'{burn_in + 1}).')

@@ -21,7 +21,6 @@ import tensorflow as tf
 from PIL import Image
 from tf_agents.trajectories import time_step as ts
 
-VIDEO_DIR = 'videos'
 SEPARATOR_PX = 2
 _NAME = re.compile(r'eval_(\d+)\.gif$')
 

@@ -240,9 +240,9 @@ def test_train_function_is_not_retraced_by_new_batches(separate_sac_batch):
 
 
 def test_bfloat16_policy_exports_and_acts_like_the_in_memory_policy(tmp_path):
-  from planet_tfa import export  # pylint: disable=g-import-not-at-top
+  from planet_tfa import saved_policies  # pylint: disable=g-import-not-at-top
   agent = make_agent(image_precision='mixed_bfloat16')
-  paths = export.export_policies(agent, str(tmp_path), agent.train_step_counter)
+  paths = saved_policies.export_policies(agent, str(tmp_path), agent.train_step_counter)
   loaded = tf.saved_model.load(paths['greedy_policy'])
   steps = _policy_inputs([[0, 0], [1, 1], [1, 1]])
   sensor_only = lambda t: t._replace(observation={'pixels': t.observation['pixels']})
@@ -264,11 +264,11 @@ def _same_inputs_twice(policy, time_step):
 
 @pytest.mark.parametrize('greedy_filter', ['mean', 'sample'])
 def test_greedy_filter_switch_sets_the_eval_and_exported_filter(greedy_filter, tmp_path):
-  from planet_tfa import export  # pylint: disable=g-import-not-at-top
+  from planet_tfa import saved_policies  # pylint: disable=g-import-not-at-top
   agent = make_agent(greedy_filter=greedy_filter)
   time_step = _policy_inputs([[0, 0]])[0]
   sensor_only = time_step._replace(observation={'pixels': time_step.observation['pixels']})
-  paths = export.export_policies(agent, str(tmp_path), agent.train_step_counter)
+  paths = saved_policies.export_policies(agent, str(tmp_path), agent.train_step_counter)
   loaded = tf.saved_model.load(paths['greedy_policy'])
   for policy, inputs in ((agent.policy, time_step), (agent.export_policy(), sensor_only),
                          (loaded, sensor_only)):

@@ -15,8 +15,8 @@ import tensorflow as tf
 from tf_agents.specs import tensor_spec
 from tf_agents.trajectories import time_step as ts
 
-from planet_tfa import config
-from planet_tfa import export
+from planet_tfa.programs import gin_files
+from planet_tfa import saved_policies
 from planet_tfa.agents import latent_sac_agent
 from planet_tfa.environments import carla_env
 
@@ -28,7 +28,7 @@ TINY = ['RSSM.deter_size = 16', 'RSSM.stoch_size = 4', 'RSSM.hidden_size = 16',
 
 @pytest.fixture
 def carla_agent():
-  config.parse(['carla_sac.gin'], TINY)
+  gin_files.parse(['carla_sac.gin'], TINY)
   try:
     observation_spec = tensor_spec.from_spec(carla_env.observation_spec())
     action_spec = tensor_spec.from_spec(carla_env.action_spec())
@@ -39,7 +39,7 @@ def carla_agent():
 
 
 def test_carla_gin_binds_the_simulator_and_sensor_keys():
-  config.parse(['carla_sac.gin'])
+  gin_files.parse(['carla_sac.gin'])
   try:
     assert gin.query_parameter('load_environment.loader').selector == 'CarlaEnv'
     assert gin.query_parameter('CarlaEnv.port') == 2000
@@ -70,7 +70,7 @@ def test_world_model_trains_on_carla_windows_including_the_birdeye_target(carla_
 def test_exported_carla_policy_needs_only_camera_and_lidar(carla_agent, tmp_path):
   policy = carla_agent.export_policy()
   assert sorted(policy.time_step_spec.observation) == ['camera', 'lidar']
-  paths = export.export_policies(carla_agent, str(tmp_path), carla_agent.train_step_counter)
+  paths = saved_policies.export_policies(carla_agent, str(tmp_path), carla_agent.train_step_counter)
   loaded = tf.saved_model.load(paths['greedy_policy'])
   action_fn = loaded.signatures['action']
   input_names = {spec.name for spec in action_fn.structured_input_signature[1].values()}

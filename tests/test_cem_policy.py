@@ -18,8 +18,8 @@ from tf_agents.specs import tensor_spec
 from tf_agents.trajectories import time_step as ts
 from tf_agents.utils import common
 
-from planet_tfa import config
-from planet_tfa import export
+from planet_tfa.programs import gin_files
+from planet_tfa import saved_policies
 from planet_tfa.agents import cem_policy
 from planet_tfa.agents import latent_sac_agent
 from planet_tfa.agents import world_model as world_model_lib
@@ -132,14 +132,14 @@ def time_steps(step_types, batch_size=2, seed=0):
 ])
 def test_a_planner_that_cannot_work_fails_naming_the_binding(kwargs, message):
   agent = make_agent()
-  with pytest.raises(config.ConfigError, match=message.replace('.', r'\.')):
+  with pytest.raises(gin_files.ConfigError, match=message.replace('.', r'\.')):
     planner(agent, **kwargs)
 
 
 def test_gin_bindings_reach_the_planner_and_bad_ones_fail_at_agent_construction():
   gin.bind_parameter('CemPlanningPolicy.num_candidates', 100)
   gin.bind_parameter('CemPlanningPolicy.top_k', 200)
-  with pytest.raises(config.ConfigError,
+  with pytest.raises(gin_files.ConfigError,
                      match=r'CemPlanningPolicy\.top_k=200 > CemPlanningPolicy\.num_candidates=100'):
     make_agent(eval_with='cem')
   gin.bind_parameter('CemPlanningPolicy.top_k', 10)
@@ -147,7 +147,7 @@ def test_gin_bindings_reach_the_planner_and_bad_ones_fail_at_agent_construction(
   assert isinstance(agent.policy, cem_policy.CemPlanningPolicy) and agent.policy.greedy
   assert agent.policy.num_candidates == 100
   assert type(agent.collect_policy).__name__ == 'LatentActorPolicy'
-  with pytest.raises(config.ConfigError, match=r"LatentSacAgent\.collect_with='planet'"):
+  with pytest.raises(gin_files.ConfigError, match=r"LatentSacAgent\.collect_with='planet'"):
     make_agent(collect_with='planet')
   # The greedy planner filters as LatentSacAgent.greedy_filter says; collection samples.
   agent = make_agent(eval_with='cem', collect_with='cem', greedy_filter='sample')
@@ -337,7 +337,7 @@ def test_exported_planner_runs_with_bare_tensorflow_and_matches_in_memory(tmp_pa
   gin.bind_parameter('CemPlanningPolicy.actor_share', 0.2)
   gin.bind_parameter('CemPlanningPolicy.terminal_value', 'critic')
   agent = make_agent(eval_with='cem', collect_with='cem')
-  paths = export.export_policies(agent, str(tmp_path / 'policies'), agent.train_step_counter)
+  paths = saved_policies.export_policies(agent, str(tmp_path / 'policies'), agent.train_step_counter)
   step_types = np.array([[0, 0], [1, 1], [1, 0], [1, 1]], np.int32)
   steps = time_steps(step_types)
   data_path, out_path = tmp_path / 'data.npz', tmp_path / 'out.npz'

@@ -15,7 +15,7 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.python.checkpoint import graph_view  # TF's own object-path naming
 
-from planet_tfa import export
+from planet_tfa.programs import export
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OLD_RUN = os.path.join(REPO, 'tests', 'data', 'run_b54ce4d')

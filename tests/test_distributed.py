@@ -115,7 +115,7 @@ class Role:
 
 
 def collector_args(address, k, root, deadline_s=180):
-  return ['-m', 'planet_tfa.drivers.collect', f'--replay_server={address}',
+  return ['-m', 'planet_tfa.programs.collect', f'--replay_server={address}',
           f'--collector_id={k}', f'--root_dir={root}', f'--server_deadline_s={deadline_s}',
           *GIN]
 
@@ -177,7 +177,7 @@ def test_unreachable_server_fails_after_deadline_naming_the_address(tmp_path):
     text = '\n'.join(role.lines)
     assert role.proc.returncode == 1, role.output()
     assert 'error: ' in text and address in text and 'within 3s' in text, role.output()
-    assert 'planet_tfa.drivers.reverb_server' in text, role.output()  # says how to fix it
+    assert 'planet_tfa.programs.serve' in text, role.output()  # says how to fix it
   assert time.time() - start >= 3
   # It failed before building anything: no checkpoints, no summaries.
   assert not (tmp_path / 'learner' / 'train').exists()
@@ -189,7 +189,7 @@ def cluster(tmp_path_factory):
   root = tmp_path_factory.mktemp('distributed')
   port = portpicker.pick_unused_port()
   address = f'localhost:{port}'
-  server = Role('server', ['-m', 'planet_tfa.drivers.reverb_server', f'--root_dir={root}',
+  server = Role('server', ['-m', 'planet_tfa.programs.serve', f'--root_dir={root}',
                            f'--port={port}', '--replay_checkpoint_interval_s=0', *GIN])
   collectors = [Role(f'collector {k}', collector_args(address, k, root)) for k in (0, 1)]
   learner = Role('learner', ['train_eval.py', f'--root_dir={root}', *GIN,

@@ -140,12 +140,12 @@ def test_gym_real_termination_keeps_discount_zero():
 
 
 def test_dmc_loader_states_its_action_repeat_through_a_tf_env():
-  from planet_tfa import run  # pylint: disable=g-import-not-at-top
+  from planet_tfa import experiment as experiment_lib  # pylint: disable=g-import-not-at-top
   from planet_tfa import schedule  # pylint: disable=g-import-not-at-top
-  tf_env = run.make_tf_env(
-      lambda seed: suites.load_dmc_pixels('walker-walk', seed=seed), seed=0)
+  tf_env = experiment_lib.make_env(experiment_lib.Experiment(
+      env_loader=lambda seed: suites.load_dmc_pixels('walker-walk', seed=seed)))
   try:
     assert schedule.action_repeat_of(tf_env) == 2  # PlaNet's repeat for walker
   finally:
-    run.close_tf_env(tf_env)
+    experiment_lib.close_env(tf_env)
   assert schedule.action_repeat_of(suites.load_gym('Pendulum-v1')) == 1

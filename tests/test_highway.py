@@ -10,7 +10,7 @@ import pytest
 import tensorflow as tf
 from tf_agents.trajectories import time_step as ts
 
-from planet_tfa import config
+from planet_tfa.programs import gin_files
 from planet_tfa.environments import carla_env
 from planet_tfa.environments import highway
 
@@ -209,14 +209,14 @@ def test_lidar_sectors_become_points_in_the_ego_frame():
 
 def test_driving_gin_files_share_the_model_and_differ_only_in_the_environment():
   def bindings(gin_file):
-    config.parse([gin_file])
+    gin_files.parse([gin_file])
     try:
       return {name: gin.query_parameter(name) for name in SHARED}
     finally:
       gin.clear_config()
   carla, highway_bindings = bindings('carla_sac.gin'), bindings('highway_sac.gin')
   assert carla == highway_bindings
-  config.parse(['highway_sac.gin'])
+  gin_files.parse(['highway_sac.gin'])
   try:
     assert gin.query_parameter('load_environment.loader').selector == 'load_highway'
     assert gin.query_parameter('WorldModel.encoder_keys') == ['camera', 'lidar']
@@ -227,7 +227,7 @@ def test_driving_gin_files_share_the_model_and_differ_only_in_the_environment():
 SHARED = ['WorldModel.encoder_keys', 'WorldModel.decoder_keys', 'WorldModel.image_depth',
           'RSSM.deter_size', 'RSSM.stoch_size', 'LatentSacAgent.target_entropy',
           'LatentSacAgent.actor_fc_layers', 'train_eval.batch_size',
-          'train_eval.sequence_length', 'train_eval.train_steps_per_iteration']
+          'Experiment.sequence_length', 'train_eval.train_steps_per_iteration']
 
 
 def event_tags(directory):

@@ -17,9 +17,9 @@ from tf_agents.trajectories import trajectory
 from tf_agents.specs import tensor_spec
 
 from planet_tfa.agents import world_model
-from planet_tfa.drivers import episode_drivers
-from planet_tfa.drivers import observers
-from planet_tfa.drivers import replay
+from planet_tfa import episodes
+from planet_tfa.replay import observers
+from planet_tfa.replay import tables
 from counting_env import CountingEnv
 
 WINDOW = 9
@@ -32,22 +32,22 @@ def _data_spec(env):
 
 
 def _server(data_spec, root_dir=None, **table_kwargs):
-  table = replay.make_experience_table(data_spec, capacity_env_steps=10_000,
-                                       rate_limiter=replay.make_rate_limiter('min_size', 1),
+  table = tables.make_experience_table(data_spec, capacity_env_steps=10_000,
+                                       rate_limiter=tables.make_rate_limiter('min_size', 1),
                                        **table_kwargs)
-  return replay.ReplayServer([table], root_dir=root_dir)
+  return tables.ReplayServer([table], root_dir=root_dir)
 
 
 def _collection(tf_env, policy, server, eval_env=None, eval_policy=None):
   observer = observers.TFReverbObserver(
       lambda: observers.ReverbEpisodeObserver(server.client, WINDOW))
-  return episode_drivers.Collection(tf_env, eval_env, policy, eval_policy or policy, observer)
+  return episodes.Collection(tf_env, eval_env, policy, eval_policy or policy, observer)
 
 
 def _all_windows(server, data_spec):
   """Every item of the table (sampled 30x over through the project's sampler, deduplicated)."""
   size = server.table_size()
-  sampler = replay.ReplaySampler(data_spec, server.address, WINDOW, batch_size=size * 30,
+  sampler = tables.ReplaySampler(data_spec, server.address, WINDOW, batch_size=size * 30,
                                  timeout_s=5)
   batch = tf.nest.map_structure(lambda x: x.numpy(), next(sampler))
   keys = batch.observation['state'][:, 0, :2]  # (episode id, first step) names a window
@@ -184,7 +184,7 @@ def test_replay_checkpoint_round_trip_keeps_items_and_samples_at_once(tmp_path):
   restored = _server(data_spec, root_dir=str(tmp_path))
   assert restored.table_size() == size
   start = time.time()
-  sampler = replay.ReplaySampler(data_spec, restored.address, WINDOW, batch_size=4,
+  sampler = tables.ReplaySampler(data_spec, restored.address, WINDOW, batch_size=4,
                                  timeout_s=30)
   next(sampler)
   assert time.time() - start < 10, 'the restored rate limiter blocked sampling'
@@ -198,10 +198,10 @@ def test_empty_table_raises_named_error_instead_of_hanging():
   env = CountingEnv()
   _, _, data_spec = _data_spec(env)
   server = _server(data_spec)
-  sampler = replay.ReplaySampler(data_spec, server.address, WINDOW, batch_size=2,
+  sampler = tables.ReplaySampler(data_spec, server.address, WINDOW, batch_size=2,
                                  timeout_s=1.0)
   start = time.time()
-  with pytest.raises(replay.ReplayEmptyError) as error:
+  with pytest.raises(tables.ReplayEmptyError) as error:
     next(sampler)
   assert time.time() - start < 15
   message = str(error.value)
@@ -215,7 +215,7 @@ def test_sampler_prefetches_batches_while_the_learner_trains():
   env = CountingEnv()
   _, _, data_spec = _data_spec(env)
   server = _server(data_spec)
-  sampler = replay.ReplaySampler(data_spec, server.address, WINDOW, batch_size=2,
+  sampler = tables.ReplaySampler(data_spec, server.address, WINDOW, batch_size=2,
                                  timeout_s=1.0, prefetch=3)
   graph = tf.compat.v1.GraphDef.FromString(
       tf.raw_ops.DatasetToGraphV2(input_dataset=sampler.dataset._variant_tensor).numpy())
@@ -229,12 +229,12 @@ def test_sampler_prefetches_batches_while_the_learner_trains():
 
 
 def test_capacity_is_converted_from_env_steps_to_items():
-  assert replay.capacity_in_items(1000, 1) == 1000
-  assert replay.capacity_in_items(1000, 4) == 250
+  assert tables.capacity_in_items(1000, 1) == 1000
+  assert tables.capacity_in_items(1000, 4) == 250
   env = CountingEnv(episode_lengths=(40,))
   tf_env, policy, data_spec = _data_spec(env)
-  table = replay.make_experience_table(data_spec, capacity_env_steps=20)
-  server = replay.ReplayServer([table])
+  table = tables.make_experience_table(data_spec, capacity_env_steps=20)
+  server = tables.ReplayServer([table])
   _collection(tf_env, policy, server).warmup(1)
   assert server.table_size() == 20  # 41 time steps -> 33 windows, FIFO keeps 20
   server.stop()
@@ -246,7 +246,7 @@ def test_sampler_reads_a_server_in_another_process(tmp_path):
       import sys, time
       import tensorflow as tf
       from tf_agents.specs import tensor_spec
-      from planet_tfa.drivers import replay
+      from planet_tfa.replay import tables
       sys.path.insert(0, sys.argv[2])
       from counting_env import CountingEnv
       from tf_agents.policies import random_py_policy
@@ -259,8 +259,8 @@ def test_sampler_reads_a_server_in_another_process(tmp_path):
           next_step_type=tensor_spec.from_spec(env.time_step_spec().step_type),
           reward=tensor_spec.from_spec(env.time_step_spec().reward),
           discount=tensor_spec.from_spec(env.time_step_spec().discount))
-      table = replay.make_experience_table(spec, capacity_env_steps=1000)
-      server = replay.ReplayServer([table], port=int(sys.argv[1]))
+      table = tables.make_experience_table(spec, capacity_env_steps=1000)
+      server = tables.ReplayServer([table], port=int(sys.argv[1]))
       print('ready', flush=True)
       time.sleep(120)
   ''')
@@ -272,15 +272,15 @@ def test_sampler_reads_a_server_in_another_process(tmp_path):
   try:
     assert proc.stdout.readline().strip() == 'ready'
     address = f'localhost:{port}'
-    client = replay.wait_for_server(address, deadline_s=30)
+    client = tables.wait_for_server(address, deadline_s=30)
     env = CountingEnv(episode_lengths=(12,))
     tf_env, policy, data_spec = _data_spec(env)
     observer = observers.TFReverbObserver(
         lambda: observers.ReverbEpisodeObserver(client, WINDOW))
-    collection = episode_drivers.Collection(tf_env, None, policy, policy, observer)
+    collection = episodes.Collection(tf_env, None, policy, policy, observer)
     collection.warmup(2)
-    assert client.server_info()[replay.EXPERIENCE_TABLE].current_size == 10
-    sampler = replay.ReplaySampler(data_spec, address, WINDOW, batch_size=3, timeout_s=10)
+    assert client.server_info()[tables.EXPERIENCE_TABLE].current_size == 10
+    sampler = tables.ReplaySampler(data_spec, address, WINDOW, batch_size=3, timeout_s=10)
     batch = next(sampler)
     assert batch.observation['state'].shape == (3, WINDOW, 3)
   finally:
@@ -292,8 +292,8 @@ def test_unreachable_server_fails_after_deadline_naming_the_address():
   import portpicker
   address = f'localhost:{portpicker.pick_unused_port()}'
   start = time.time()
-  with pytest.raises(replay.ReplayUnavailableError, match=address):
-    replay.wait_for_server(address, deadline_s=3, initial_backoff_s=0.2)
+  with pytest.raises(tables.ReplayUnavailableError, match=address):
+    tables.wait_for_server(address, deadline_s=3, initial_backoff_s=0.2)
   assert time.time() - start < 20
 
 
@@ -302,15 +302,15 @@ def test_samples_per_insert_rate_limiter_holds_the_learner_to_the_ratio():
   tf_env, policy, data_spec = _data_spec(env)
   # Inserts block too once they run more than the error buffer ahead: leave
   # room for the warm-up's 5 windows (diff 10 <= 2 + 20).
-  limiter = replay.make_rate_limiter('samples_per_insert', min_size=1, samples_per_insert=2.0,
+  limiter = tables.make_rate_limiter('samples_per_insert', min_size=1, samples_per_insert=2.0,
                                      error_buffer=20.0)
-  table = replay.make_experience_table(data_spec, capacity_env_steps=1000, rate_limiter=limiter)
-  server = replay.ReplayServer([table])
+  table = tables.make_experience_table(data_spec, capacity_env_steps=1000, rate_limiter=limiter)
+  server = tables.ReplayServer([table])
   _collection(tf_env, policy, server).warmup(1)  # 13 time steps -> 5 windows
-  sampler = replay.ReplaySampler(data_spec, server.address, WINDOW, batch_size=1,
+  sampler = tables.ReplaySampler(data_spec, server.address, WINDOW, batch_size=1,
                                  timeout_s=2.0, prefetch=1)
   samples = 0
-  with pytest.raises(replay.ReplayEmptyError):
+  with pytest.raises(tables.ReplayEmptyError):
     for _ in range(100):
       next(sampler)
       samples += 1
@@ -318,7 +318,7 @@ def test_samples_per_insert_rate_limiter_holds_the_learner_to_the_ratio():
   # blocks (a few may sit in Reverb's own prefetch, unseen here).
   assert 10 <= samples <= 28
   with pytest.raises(ValueError, match='samples_per_insert'):
-    replay.make_rate_limiter('samples_per_insert')
+    tables.make_rate_limiter('samples_per_insert')
   server.stop()
 
 
@@ -328,13 +328,13 @@ def test_one_stride_setting_drives_the_table_and_the_observer():
   tf_env, policy, data_spec = _data_spec(env)
   gin.bind_parameter('window_stride.stride_length', 4)
   try:
-    table = replay.make_experience_table(data_spec, capacity_env_steps=1000)
-    server = replay.ReplayServer([table])
+    table = tables.make_experience_table(data_spec, capacity_env_steps=1000)
+    server = tables.ReplayServer([table])
     _collection(tf_env, policy, server).warmup(1)
   finally:
     gin.clear_config()
   # The table holds 1000 env steps' worth of windows at one per 4 steps...
-  assert server.client.server_info()[replay.EXPERIENCE_TABLE].max_size == 250
+  assert server.client.server_info()[tables.EXPERIENCE_TABLE].max_size == 250
   # ...because the observer writes one window every 4 steps: 41 time steps
   # hold 33 windows at stride 1, every 4th of them at stride 4.
   windows = _all_windows(server, data_spec)

@@ -13,8 +13,8 @@ import pytest
 import tensorflow as tf
 
 from planet_tfa import checkpoints
-from planet_tfa import config
-from planet_tfa import export
+from planet_tfa.programs import gin_files
+from planet_tfa import experiment as experiment_lib
 from planet_tfa.agents import latent_sac_agent
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -137,10 +137,10 @@ def world_model_run(tmp_path_factory):
 
 
 def build_agent(root, seed, *params):
-  config.parse([os.path.join(str(root), 'operative_config.gin')], list(params))
+  gin_files.parse([os.path.join(str(root), 'operative_config.gin')], list(params))
   try:
     tf.keras.utils.set_random_seed(seed)  # Python, NumPy and TF (Keras initialisers)
-    time_step_spec, action_spec = export.load_specs(str(root))
+    time_step_spec, action_spec = experiment_lib.load_specs(str(root))
     return latent_sac_agent.LatentSacAgent(time_step_spec, action_spec)
   finally:
     gin.clear_config()

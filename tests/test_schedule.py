@@ -2,8 +2,9 @@
 import gin
 import pytest
 
-from planet_tfa import config
-from planet_tfa import run
+from planet_tfa.programs import gin_files
+from planet_tfa import experiment as experiment_lib
+from planet_tfa import learner
 from planet_tfa import schedule
 from planet_tfa import validation
 from counting_env import CountingEnv
@@ -31,10 +32,14 @@ def counting_loader(seed=None):
   return RepeatedCountingEnv(episode_lengths=(5, 12, 3, 20))
 
 
+def counting_experiment():
+  return experiment_lib.Experiment(env_loader=counting_loader)
+
+
 @pytest.fixture
 def tiny_gin():
   gin.clear_config()
-  config.parse(['dmc_cartpole_swingup.gin', 'tiny.gin'])
+  gin_files.parse(['dmc_cartpole_swingup.gin', 'tiny.gin'])
   yield
   gin.clear_config()
 
@@ -42,8 +47,8 @@ def tiny_gin():
 def test_train_steps_after_n_iterations_follow_the_ratio(tiny_gin, tmp_path):
   # Warm-up: the 5-step episode (earns nothing); then one episode per
   # iteration of 12, 3 and 20 agent steps = 70 environment steps at repeat 2.
-  result = run.train_eval(
-      str(tmp_path / 'run'), env_loader=counting_loader, num_iterations=3,
+  result = learner.train_eval(
+      str(tmp_path / 'run'), experiment=counting_experiment(), num_iterations=3,
       initial_collect_episodes=1, collect_episodes_per_iteration=1,
       train_steps_per_iteration=None, train_steps_per_env_step=0.3,
       eval_interval=0, eval_episodes=0, image_summary_interval=0, policy_export_interval=0)
@@ -54,7 +59,7 @@ def test_train_steps_after_n_iterations_follow_the_ratio(tiny_gin, tmp_path):
 
 def test_both_forms_of_the_ratio_set_is_an_error_naming_both(tiny_gin, tmp_path):
   with pytest.raises(validation.SettingError) as raised:
-    run.train_eval(str(tmp_path / 'run'), env_loader=counting_loader,
+    learner.train_eval(str(tmp_path / 'run'), experiment=counting_experiment(),
                    train_steps_per_iteration=100, train_steps_per_env_step=0.1)
   message = str(raised.value)
   assert 'train_eval.train_steps_per_iteration=100' in message
@@ -64,7 +69,7 @@ def test_both_forms_of_the_ratio_set_is_an_error_naming_both(tiny_gin, tmp_path)
 
 def test_ratio_needs_local_data_on_a_remote_only_learner(tiny_gin, tmp_path):
   with pytest.raises(validation.SettingError) as raised:
-    run.train_eval(str(tmp_path / 'run'), env_loader=counting_loader,
+    learner.train_eval(str(tmp_path / 'run'), experiment=counting_experiment(),
                    replay_server='localhost:1', remote_collect_episodes_per_iteration=0,
                    train_steps_per_iteration=None, train_steps_per_env_step=0.1)
   assert 'train_eval.train_steps_per_iteration' in str(raised.value)
@@ -73,8 +78,8 @@ def test_ratio_needs_local_data_on_a_remote_only_learner(tiny_gin, tmp_path):
 def test_env_step_budget_stops_the_run_in_physics_steps(tiny_gin, tmp_path):
   # Physics steps at repeat 2: warm-up 10, then 24 (34), 6 (40), 40 (80 >= 50): stop.
   root = tmp_path / 'run'
-  result = run.train_eval(
-      str(root), env_loader=counting_loader, num_iterations=100, env_step_budget=50,
+  result = learner.train_eval(
+      str(root), experiment=counting_experiment(), num_iterations=100, env_step_budget=50,
       initial_collect_episodes=1, collect_episodes_per_iteration=1,
       train_steps_per_iteration=None, train_steps_per_env_step=0.05,
       eval_interval=0, eval_episodes=0, image_summary_interval=0, policy_export_interval=0)
@@ -82,9 +87,9 @@ def test_env_step_budget_stops_the_run_in_physics_steps(tiny_gin, tmp_path):
   assert result['iterations'] == 3 and result['physics_steps'] == 80
   # Resuming a run that has spent its budget does no more iterations.
   gin.clear_config()
-  config.parse(['dmc_cartpole_swingup.gin', 'tiny.gin'])
-  again = run.train_eval(
-      str(root), env_loader=counting_loader, num_iterations=100, env_step_budget=50,
+  gin_files.parse(['dmc_cartpole_swingup.gin', 'tiny.gin'])
+  again = learner.train_eval(
+      str(root), experiment=counting_experiment(), num_iterations=100, env_step_budget=50,
       initial_collect_episodes=1, train_steps_per_iteration=None,
       train_steps_per_env_step=0.05, eval_interval=0, eval_episodes=0,
       image_summary_interval=0, policy_export_interval=0)
@@ -93,4 +98,4 @@ def test_env_step_budget_stops_the_run_in_physics_steps(tiny_gin, tmp_path):
 
 def test_env_step_budget_must_be_a_positive_whole_number(tiny_gin, tmp_path):
   with pytest.raises(validation.SettingError, match=r"train_eval.env_step_budget='1e5'"):
-    run.train_eval(str(tmp_path / 'run'), env_loader=counting_loader, env_step_budget='1e5')
+    learner.train_eval(str(tmp_path / 'run'), experiment=counting_experiment(), env_step_budget='1e5')

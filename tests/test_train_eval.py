@@ -116,7 +116,7 @@ STANDALONE_SCRIPT = textwrap.dedent('''
 
 
 def test_exported_greedy_policy_runs_without_planet_tfa_and_matches(tiny_run, tmp_path):
-  from planet_tfa import export  # pylint: disable=g-import-not-at-top
+  from planet_tfa.programs import export  # pylint: disable=g-import-not-at-top
   root, _ = tiny_run
   pixels, step_types = recorded_time_steps()
   data_path, out_path = tmp_path / 'data.npz', tmp_path / 'out.npz'
@@ -150,7 +150,7 @@ def test_export_command_writes_policies_from_a_checkpoint(tiny_run, tmp_path):
   root, _ = tiny_run
   out = tmp_path / 'exported'
   result = subprocess.run(
-      [sys.executable, '-m', 'planet_tfa.export', f'--root_dir={root}', f'--output_dir={out}'],
+      [sys.executable, '-m', 'planet_tfa.programs.export', f'--root_dir={root}', f'--output_dir={out}'],
       capture_output=True, text=True, timeout=300, cwd=REPO)
   assert result.returncode == 0, result.stderr[-3000:]
   assert 'greedy_policy' in result.stdout
@@ -211,7 +211,7 @@ def test_eval_filter_measures_both_filters_on_one_checkpoint(tiny_run, tmp_path)
 
 def test_runs_of_the_previous_version_still_load_for_export(tiny_run, tmp_path):
   import shutil  # pylint: disable=g-import-not-at-top
-  from planet_tfa import export  # pylint: disable=g-import-not-at-top
+  from planet_tfa.programs import export  # pylint: disable=g-import-not-at-top
   old_root = tmp_path / 'old_run'
   shutil.copytree(tiny_run[0], old_root)
   # What a run of the previous version recorded: the two stride settings.

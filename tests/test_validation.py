@@ -6,8 +6,9 @@ import sys
 import gin
 import pytest
 
-from planet_tfa import config
-from planet_tfa import run
+from planet_tfa.programs import gin_files
+from planet_tfa import experiment as experiment_lib
+from planet_tfa import learner
 from planet_tfa import validation
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -32,12 +33,14 @@ def clean_gin():
   gin.clear_config()
 
 
-def start_with(tmp_path, **kwargs):
-  """run.train_eval with `kwargs`; returns the SettingError it must raise."""
+def start_with(tmp_path, experiment_args=None, **kwargs):
+  """learner.train_eval with `kwargs` (and Experiment `experiment_args`);
+  returns the SettingError it must raise."""
   loader = RecordingLoader()
   root = tmp_path / 'root'
+  experiment = experiment_lib.Experiment(env_loader=loader, **(experiment_args or {}))
   with pytest.raises(validation.SettingError) as raised:
-    run.train_eval(str(root), env_loader=loader, **kwargs)
+    learner.train_eval(str(root), experiment=experiment, **kwargs)
   assert loader.calls == 0
   assert not root.exists(), 'nothing may be written for a bad setting'
   return str(raised.value)
@@ -45,14 +48,14 @@ def start_with(tmp_path, **kwargs):
 
 def test_sac_burn_in_at_or_past_the_window_pairs_is_rejected_naming_both(tmp_path):
   gin.bind_parameter('LatentSacAgent.sac_burn_in', 8)
-  message = start_with(tmp_path, sequence_length=9)
+  message = start_with(tmp_path, {'sequence_length': 9})
   assert 'LatentSacAgent.sac_burn_in=8' in message
-  assert 'train_eval.sequence_length=9' in message and 'sac_burn_in <= 7' in message
+  assert 'Experiment.sequence_length=9' in message and 'sac_burn_in <= 7' in message
 
 
 def test_sac_burn_in_below_the_window_pairs_passes_validation():
   gin.bind_parameter('LatentSacAgent.sac_burn_in', 7)
-  validation.check_train_eval(dict(_defaults(), sequence_length=9))
+  validation.check_train_eval(_defaults(), experiment_lib.Experiment(sequence_length=9))
 
 
 def test_agent_refuses_a_burn_in_that_leaves_no_pairs():
@@ -73,21 +76,21 @@ def test_freeze_world_model_without_a_checkpoint_is_an_error(tmp_path):
 def test_old_stride_bindings_fail_naming_the_new_one():
   for old in ('make_experience_table.stride_length', 'ReverbEpisodeObserver.stride_length'):
     gin.clear_config()
-    with pytest.raises(config.ConfigError) as raised:
-      config.parse(['dmc_cartpole_swingup.gin'], [f'{old} = 4'])
+    with pytest.raises(gin_files.ConfigError) as raised:
+      gin_files.parse(['dmc_cartpole_swingup.gin'], [f'{old} = 4'])
     assert f'`{old}` is now `window_stride.stride_length`' in str(raised.value)
 
 
 def test_stride_below_one_is_rejected():
-  from planet_tfa.drivers import replay  # pylint: disable=g-import-not-at-top
+  from planet_tfa.replay import tables  # pylint: disable=g-import-not-at-top
   gin.bind_parameter('window_stride.stride_length', 0)
-  with pytest.raises(config.ConfigError, match='window_stride.stride_length=0'):
-    replay.window_stride()
+  with pytest.raises(gin_files.ConfigError, match='window_stride.stride_length=0'):
+    tables.window_stride()
 
 
 def test_unknown_dmc_task_lists_the_valid_ones():
   from planet_tfa.environments import suites  # pylint: disable=g-import-not-at-top
-  with pytest.raises(config.ConfigError) as raised:
+  with pytest.raises(gin_files.ConfigError) as raised:
     suites.load_dmc_pixels('no-such-task')
   message = str(raised.value)
   assert "load_dmc_pixels.domain_task='no-such-task'" in message
@@ -97,7 +100,7 @@ def test_unknown_dmc_task_lists_the_valid_ones():
 def _defaults():
   import inspect  # pylint: disable=g-import-not-at-top
   settings = {name: p.default for name, p in
-              inspect.signature(run.train_eval).parameters.items()
+              inspect.signature(learner.train_eval).parameters.items()
               if p.default is not inspect.Parameter.empty}
   settings['root_dir'] = '/tmp/not-created-by-validation'
   return settings
@@ -149,6 +152,6 @@ def test_a_run_config_of_an_older_version_upgrades_renamed_bindings():
   old = ('make_experience_table.stride_length = 2\n'
          'eval/ReverbEpisodeObserver.stride_length = 2\n'
          'make_experience_table.capacity_env_steps = 100\n')
-  assert config.upgrade_renamed(old) == ('window_stride.stride_length = 2\n'
+  assert gin_files.upgrade_renamed(old) == ('window_stride.stride_length = 2\n'
                                          'eval/window_stride.stride_length = 2\n'
                                          'make_experience_table.capacity_env_steps = 100\n')

@@ -13,7 +13,7 @@ from tf_agents.trajectories import time_step as ts
 
 from planet_tfa import videos
 from planet_tfa.agents import world_model as world_model_lib
-from planet_tfa.drivers import episode_drivers
+from planet_tfa import episodes
 from planet_tfa.networks import rssm
 
 
@@ -89,7 +89,7 @@ def test_eval_video_records_the_first_episode_and_writes_real_and_model(highway_
       rssm=rssm.RSSM(deter_size=8, stoch_size=4, hidden_size=8))
   recorder = videos.EvalVideo(str(tmp_path), model, max_frames=50, scale=1)
   policy = random_tf_policy.RandomTFPolicy(env.time_step_spec(), env.action_spec())
-  driver = episode_drivers.EpisodeDriver(env, policy, [recorder.observer])
+  driver = episodes.EpisodeDriver(env, {'random': (policy, [recorder.observer])})
   driver.run(1)
   assert recorder.recorded_steps == 0  # not armed: records nothing
   recorder.arm()

@@ -38,7 +38,7 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 from tf_agents.trajectories import policy_step
 
-from planet_tfa import config
+from planet_tfa import errors
 from planet_tfa.agents import latent_policy
 from planet_tfa.networks import rssm as rssm_lib
 
@@ -51,7 +51,7 @@ def check_config(horizon, num_candidates, top_k, iterations, exploration_noise_s
   """Raises ConfigError naming the gin binding of a planner that cannot work."""
   def positive(param, value):
     if not isinstance(value, int) or value < 1:
-      raise config.ConfigError(
+      raise errors.ConfigError(
           f'{name}.{param}={value!r}: must be an integer >= 1 (PlaNet: horizon 12, '
           'num_candidates 1000, top_k 100, iterations 10).')
   positive('horizon', horizon)
@@ -59,27 +59,27 @@ def check_config(horizon, num_candidates, top_k, iterations, exploration_noise_s
   positive('iterations', iterations)
   positive('top_k', top_k)
   if top_k > num_candidates:
-    raise config.ConfigError(
+    raise errors.ConfigError(
         f'{name}.top_k={top_k} > {name}.num_candidates={num_candidates}: the elite set '
         f'must come from the candidates; lower top_k or raise num_candidates.')
   if exploration_noise_std < 0:
-    raise config.ConfigError(
+    raise errors.ConfigError(
         f'{name}.exploration_noise_std={exploration_noise_std}: must be >= 0.')
   if not 0.0 <= actor_share <= 1.0:
-    raise config.ConfigError(
+    raise errors.ConfigError(
         f'{name}.actor_share={actor_share}: a fraction of the candidates, in [0, 1].')
   if actor_share > 0 and not has_actor:
-    raise config.ConfigError(
+    raise errors.ConfigError(
         f'{name}.actor_share={actor_share} needs an actor network; none was given.')
   if terminal_value not in TERMINAL_VALUES:
-    raise config.ConfigError(
+    raise errors.ConfigError(
         f'{name}.terminal_value={terminal_value!r}: choose one of {TERMINAL_VALUES}.')
   if terminal_value is not None and not (has_actor and has_critics):
-    raise config.ConfigError(
+    raise errors.ConfigError(
         f'{name}.terminal_value={terminal_value!r} needs the actor and critic networks; '
         'none were given.')
   if discount is not None and not 0.0 < discount <= 1.0:
-    raise config.ConfigError(f'{name}.discount={discount}: must be in (0, 1].')
+    raise errors.ConfigError(f'{name}.discount={discount}: must be in (0, 1].')
 
 
 @gin.configurable

@@ -30,7 +30,7 @@ from tf_agents.trajectories import policy_step
 from tf_agents.trajectories import time_step as ts
 from tf_agents.trajectories import trajectory
 
-from planet_tfa import config
+from planet_tfa import errors
 from planet_tfa.agents import cem_policy
 from planet_tfa.agents import latent_policy
 from planet_tfa.agents import world_model as world_model_lib
@@ -94,7 +94,7 @@ class LatentSacAgent(tf_agent.TFAgent):
     self._greedy_filter = greedy_filter
     for binding, kind in (('collect_with', collect_with), ('eval_with', eval_with)):
       if kind not in POLICY_KINDS:
-        raise config.ConfigError(
+        raise errors.ConfigError(
             f'LatentSacAgent.{binding}={kind!r}: choose one of {POLICY_KINDS}.')
     if train_step_counter is None:
       train_step_counter = tf.Variable(0, dtype=tf.int64, name='train_step')
@@ -212,7 +212,7 @@ class LatentSacAgent(tf_agent.TFAgent):
           critics=critics, critic_gamma=self._gamma,
           critic_reward_scale=self._reward_scale_factor, greedy=greedy,
           sample_posterior=sample_posterior, **planner_kwargs)
-    raise config.ConfigError(f'unknown policy kind {kind!r}: choose one of {POLICY_KINDS}.')
+    raise errors.ConfigError(f'unknown policy kind {kind!r}: choose one of {POLICY_KINDS}.')
 
   def greedy_policy(self, greedy_filter=None, sensors_only=False):
     """The greedy policy (what `eval_with` names) with `greedy_filter`
@@ -246,7 +246,7 @@ class LatentSacAgent(tf_agent.TFAgent):
       # silently learn from episode starts alone.
       raise ValueError(
           f'LatentSacAgent.sac_burn_in={self._sac_burn_in} >= the {num_pairs} pairs of a '
-          f'{num_pairs + 1}-step window (train_eval.sequence_length): use sac_burn_in '
+          f'{num_pairs + 1}-step window (Experiment.sequence_length): use sac_burn_in '
           f'<= {num_pairs - 1} or longer windows.')
     pair = lambda x: x[:, :-1]
     nxt = lambda x: x[:, 1:]

@@ -61,6 +61,7 @@ from PIL import Image
 from tf_agents.environments import py_environment
 from tf_agents.trajectories import time_step as ts
 
+from planet_tfa import errors
 from planet_tfa.environments import carla_env
 
 HIGHWAY_ENV_VERSION = '1.11'
@@ -95,7 +96,7 @@ _OBSTACLE_HEIGHT = 1.0  # a hit on a car body: well above the ground tolerance
 _LANE_QUAD_LENGTH_M = 4.0  # chord error on a 20 m curve: 0.1 m, a fifth of a pixel
 
 
-class HighwayEnvError(Exception):
+class HighwayEnvError(errors.UserError):
   """A problem with highway-env that the user can fix (scenario, install, display)."""
 
 

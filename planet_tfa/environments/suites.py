@@ -17,7 +17,7 @@ from tf_agents.environments import py_environment  # pylint: disable=wrong-impor
 from tf_agents.environments import wrappers  # pylint: disable=wrong-import-position
 from tf_agents.trajectories import time_step as ts  # pylint: disable=wrong-import-position
 
-from planet_tfa import config  # pylint: disable=wrong-import-position
+from planet_tfa import errors  # pylint: disable=wrong-import-position
 
 # PlaNet paper action repeats for the DeepMind Control tasks.
 PLANET_ACTION_REPEAT = {
@@ -112,10 +112,10 @@ def dmc_task_names():
 
 
 def check_dmc_task(domain_task):
-  """Raises `config.ConfigError` naming the binding and the valid tasks."""
+  """Raises `errors.ConfigError` naming the binding and the valid tasks."""
   names = dmc_task_names()
   if domain_task not in names:
-    raise config.ConfigError(
+    raise errors.ConfigError(
         f'load_dmc_pixels.domain_task={domain_task!r} is not a DeepMind Control task. '
         f'Valid tasks (domain-task): {", ".join(names)}')
 

@@ -8,6 +8,8 @@ import gin
 import numpy as np
 import tensorflow as tf
 
+from planet_tfa import errors
+
 
 def image_to_float(image):
   """uint8 [0, 255] -> float32 [-0.5, 0.5] (floats pass through)."""
@@ -81,7 +83,7 @@ class MlpEncoder(tf.keras.layers.Layer):
     return x
 
 
-class ObservationSpecError(ValueError):
+class ObservationSpecError(errors.UserError, ValueError):
   """An observation does not match the spec the model was built for."""
 
 

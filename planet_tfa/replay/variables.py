@@ -11,15 +11,15 @@ instead of a shape error deep inside Reverb or a silently wrong policy.
 import reverb
 import tensorflow as tf
 from tf_agents.experimental.distributed import reverb_variable_container
-from tf_agents.specs import tensor_spec
 
-from planet_tfa.drivers import replay
+from planet_tfa import errors
+from planet_tfa.replay import tables
 
 POLICY_KEY = reverb_variable_container.POLICY_KEY
 TRAIN_STEP_KEY = reverb_variable_container.TRAIN_STEP_KEY
 
 
-class ServerMismatchError(ValueError):
+class ServerMismatchError(errors.UserError, ValueError):
   """The server's tables were built for another agent or environment."""
 
 
@@ -38,11 +38,6 @@ def variables_signature(policy, train_step, named=False):
       variables_nest(policy, train_step))
 
 
-def experience_signature(data_spec):
-  """The experience table signature: `data_spec` with a time dimension."""
-  return tensor_spec.add_outer_dim(tensor_spec.from_spec(data_spec))
-
-
 def _describe(spec):
   return f'{spec.dtype.name}{list(spec.shape.as_list() if spec.shape.rank is not None else [])}'
 
@@ -53,13 +48,13 @@ def check_table(server_info, table, expected_signature, address):
   Compares dtypes and shapes tensor by tensor (names and nest types may
   differ: Reverb stores signatures in its own encoding).
   """
-  fix = ('Start the reverb_server, the learner and every collector with the same '
+  fix = ('Start the server (planet_tfa.programs.serve), the learner and every collector with the same '
          '--gin_file/--gin_param (task, world-model and SAC sizes), or give the '
          'server a fresh --root_dir if its restored replay came from another config.')
   if table not in server_info:
     raise ServerMismatchError(
         f'the Reverb server at {address} has no table {table!r} (it has '
-        f'{sorted(server_info)}): it is not a planet_tfa reverb_server. {fix}')
+        f'{sorted(server_info)}): it is not a planet_tfa replay server. {fix}')
   signature = server_info[table].signature
   if signature is None:
     raise ServerMismatchError(f'table {table!r} at {address} has no signature. {fix}')
@@ -95,18 +90,18 @@ class PolicyVariables:
     self._train_step = train_step
     self._nest = variables_nest(policy, train_step)
     self._client = client or reverb.Client(address)
-    check_table(self._client.server_info(), replay.VARIABLES_TABLE,
+    check_table(self._client.server_info(), tables.VARIABLES_TABLE,
                 variables_signature(policy, train_step, named=True), address)
     self._container = reverb_variable_container.ReverbVariableContainer(
-        address, table_names=[replay.VARIABLES_TABLE])
+        address, table_names=[tables.VARIABLES_TABLE])
 
   def publish(self):
     """Replaces the published variables with this process's current ones."""
-    self._container.push(self._nest, replay.VARIABLES_TABLE)
+    self._container.push(self._nest, tables.VARIABLES_TABLE)
 
   def published(self):
     """Whether the learner has published any variables yet."""
-    return self._client.server_info()[replay.VARIABLES_TABLE].current_size > 0
+    return self._client.server_info()[tables.VARIABLES_TABLE].current_size > 0
 
   def pull(self):
     """Assigns the newest published variables; returns their train step.
@@ -116,5 +111,5 @@ class PolicyVariables:
     """
     if not self.published():
       return None
-    self._container.update(self._nest, replay.VARIABLES_TABLE)
+    self._container.update(self._nest, tables.VARIABLES_TABLE)
     return int(self._train_step.numpy())

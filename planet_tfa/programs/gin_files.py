@@ -1,7 +1,8 @@
-"""Gin parsing with errors that name the bad file or binding.
+"""Gin parsing for the programs, with errors that name the bad file or binding.
 
-Every configurable module is imported before parsing, so a misspelled
-configurable or parameter fails at start instead of being ignored.
+Every configurable module is imported here, before parsing, so a misspelled
+configurable or parameter fails at start instead of being ignored. Library
+modules never parse gin: the programs do, through this module.
 """
 import logging
 import os
@@ -10,34 +11,36 @@ import tempfile
 
 import gin
 
+# pylint: disable=unused-import
+# Imported for their gin configurables (registered at import).
+from planet_tfa import episodes
+from planet_tfa import experiment
+from planet_tfa import learner
+from planet_tfa import videos
+from planet_tfa.agents import cem_policy
+from planet_tfa.agents import latent_sac_agent
+from planet_tfa.agents import world_model
+from planet_tfa.environments import highway  # imports highway-env only when used
+from planet_tfa.environments import suites
+from planet_tfa.networks import decoders
+from planet_tfa.networks import encoders
+from planet_tfa.networks import rssm
+from planet_tfa.replay import observers
+from planet_tfa.replay import tables
+try:
+  from planet_tfa.environments import carla_env
+except ImportError:  # no carla wheel: CARLA configs fail when they name CarlaEnv
+  carla_env = None
+# pylint: enable=unused-import
+
+# Simulator errors whose message names the cause and the fix.
+ENV_ERRORS = (carla_env.CarlaEnvError,) if carla_env is not None else ()
+from planet_tfa.errors import ConfigError
 from planet_tfa.renamed_bindings import RENAMED_BINDINGS
 
-GIN_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'gin')
+REPO_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+GIN_DIR = os.path.join(REPO_DIR, 'gin')
 DEFAULT_GIN_FILE = 'dmc_cartpole_swingup.gin'
-
-
-class ConfigError(ValueError):
-  """A gin file or binding is wrong."""
-
-
-def import_configurables():
-  # pylint: disable=g-import-not-at-top,unused-import
-  from planet_tfa import run
-  from planet_tfa.agents import cem_policy
-  from planet_tfa.agents import latent_sac_agent
-  from planet_tfa.agents import world_model
-  from planet_tfa.drivers import episode_drivers
-  from planet_tfa.drivers import observers
-  from planet_tfa.drivers import replay
-  from planet_tfa.environments import highway  # imports highway-env only when used
-  from planet_tfa.environments import suites
-  from planet_tfa.networks import decoders
-  from planet_tfa.networks import encoders
-  from planet_tfa.networks import rssm
-  try:
-    from planet_tfa.environments import carla_env
-  except ImportError:
-    pass
 
 
 def resolve_gin_file(name):
@@ -51,7 +54,6 @@ def resolve_gin_file(name):
 
 
 def parse(gin_files, gin_params=()):
-  import_configurables()
   files = [resolve_gin_file(f) for f in gin_files]
   gin.add_config_file_search_path(GIN_DIR)
   # gin logs an error for every include it first looks for in the cwd before
@@ -103,18 +105,3 @@ class _DropMessages(logging.Filter):
 
   def filter(self, record):
     return not str(record.msg).startswith(self._prefix)
-
-
-def exit_with(error):
-  """The one way command-line programs report a ConfigError: the message, exit 2."""
-  import sys  # pylint: disable=g-import-not-at-top
-  print(f'error: {error}', file=sys.stderr)
-  sys.exit(2)
-
-
-def parse_or_exit(gin_files, gin_params=()):
-  """For command-line entry points: parse, or print the error and exit 2."""
-  try:
-    parse(gin_files or [DEFAULT_GIN_FILE], gin_params)
-  except ConfigError as error:
-    exit_with(error)

@@ -1,4 +1,4 @@
-"""TF-Agents dynamic episode drivers for warm-up, collection and evaluation.
+"""Whole episodes on an env: TF-Agents episode drivers for warm-up, collection and evaluation.
 
 Warm-up and collection write to the replay and count into the training
 metrics; evaluation uses its own environment and metrics and writes nothing,
@@ -26,39 +26,50 @@ def make_metrics(prefix, buffer_size=10):
 
 
 class EpisodeDriver:
-  """Runs whole episodes of `policy` in `tf_env`, continuing where it stopped.
+  """Whole episodes of any of several policies on one env, each continuing where the last stopped.
 
-  The environment is reset only on the first run; later runs continue from the
-  returned FIRST time step, and the policy resets its own state at FIRST.
+  `policies`: name -> (policy, observers). The env is reset only on the first
+  run (or after `restart()`); every later run, of whichever policy, starts
+  from the FIRST step the previous one ended on, and the policies reset their
+  own state at FIRST. So warm-up, collection and (on a shared simulator)
+  evaluation hand one env to each other without resets or lost steps.
   """
 
-  def __init__(self, tf_env, policy, observers, use_tf_function=True):
+  def __init__(self, tf_env, policies, use_tf_function=True):
     self._env = tf_env
-    self._policy = policy
-    self._driver = dynamic_episode_driver.DynamicEpisodeDriver(
-        tf_env, policy, observers=observers, num_episodes=1)
-    self._run = common.function(self._driver.run) if use_tf_function else self._driver.run
+    self._policies = {name: policy for name, (policy, _) in policies.items()}
+    self._runs = {}
+    for name, (policy, observers) in policies.items():
+      run = dynamic_episode_driver.DynamicEpisodeDriver(
+          tf_env, policy, observers=list(observers), num_episodes=1).run
+      self._runs[name] = common.function(run) if use_tf_function else run
     self._time_step = None
-    self._policy_state = None
+    self._policy_states = {}
 
   @property
   def time_step(self):
     """Where the next run starts (None: it resets the env)."""
     return self._time_step
 
-  def continue_from(self, time_step):
-    """Makes the next run start at `time_step`, e.g. where another driver of the same env stopped."""
-    self._time_step = time_step
+  def restart(self):
+    """Makes the next run reset the env (fresh episodes, e.g. per evaluation)."""
+    self._time_step = None
 
-  def run(self, num_episodes):
+  def run(self, num_episodes, policy=None):
+    """Runs `num_episodes` whole episodes of `policy` (a name; None: the only one)."""
     if num_episodes <= 0:
       return
+    if policy is None:
+      if len(self._runs) != 1:
+        raise ValueError(f'name the policy to run: one of {sorted(self._runs)}')
+      policy = next(iter(self._runs))
     if self._time_step is None:
       self._time_step = self._env.reset()
-    if self._policy_state is None:
-      self._policy_state = self._policy.get_initial_state(self._env.batch_size)
-    self._time_step, self._policy_state = self._run(
-        self._time_step, self._policy_state, num_episodes=int(num_episodes))
+    state = self._policy_states.get(policy)
+    if state is None:
+      state = self._policies[policy].get_initial_state(self._env.batch_size)
+    self._time_step, self._policy_states[policy] = self._runs[policy](
+        self._time_step, state, num_episodes=int(num_episodes))
 
 
 @gin.configurable
@@ -85,31 +96,29 @@ class Collection:
     self.train_metrics = make_metrics('Train', metrics_buffer)
     self.eval_metrics = make_metrics('Eval', metrics_buffer)
     train_observers = [replay_observer] + list(self.train_metrics.values())
+    eval_observers = list(self.eval_metrics.values()) + list(eval_observers)
     random_policy = random_tf_policy.RandomTFPolicy(
         train_env.time_step_spec(), train_env.action_spec(),
         info_spec=collect_policy.info_spec)
-    self.warmup_driver = EpisodeDriver(train_env, random_policy, train_observers,
-                                       use_tf_function)
-    self.collect_driver = EpisodeDriver(
-        train_env, random_policy if random_collect else collect_policy, train_observers,
-        use_tf_function)
-    self._eval_env = eval_env
+    acting = {'warmup': (random_policy, train_observers),
+              'collect': (random_policy if random_collect else collect_policy,
+                          train_observers)}
     self._shares_env = eval_env is train_env
-    self._eval_policy = eval_policy
-    self._use_tf_function = use_tf_function
+    if self._shares_env:
+      acting['eval'] = (eval_policy, eval_observers)
+    self.train_driver = EpisodeDriver(train_env, acting, use_tf_function)
     self.eval_driver = None
-    if eval_env is not None:
-      self.eval_driver = EpisodeDriver(
-          eval_env, eval_policy, list(self.eval_metrics.values()) + list(eval_observers),
-          use_tf_function)
+    if self._shares_env:
+      self.eval_driver = self.train_driver
+    elif eval_env is not None:
+      self.eval_driver = EpisodeDriver(eval_env, {'eval': (eval_policy, eval_observers)},
+                                       use_tf_function)
 
   def warmup(self, num_episodes):
-    # Random episodes and policy episodes share the env: continue its episode.
-    self.warmup_driver.run(num_episodes)
-    self.collect_driver.continue_from(self.warmup_driver.time_step)
+    self.train_driver.run(num_episodes, 'warmup')
 
   def collect(self, num_episodes):
-    self.collect_driver.run(num_episodes)
+    self.train_driver.run(num_episodes, 'collect')
 
   def evaluate(self, num_episodes):
     """Runs `num_episodes` greedy episodes; returns their average return."""
@@ -118,15 +127,11 @@ class Collection:
     for metric in self.eval_metrics.values():
       if not isinstance(metric, (tf_metrics.NumberOfEpisodes, tf_metrics.EnvironmentSteps)):
         metric.reset()
-    if self._shares_env:
-      # Drivers stop right after an episode ends, so the shared env stands at
-      # the FIRST step of a fresh episode: no reset needed, none wasted.
-      self.eval_driver.continue_from(self.collect_driver.time_step)
-    else:
-      self.eval_driver.continue_from(None)  # each evaluation starts fresh episodes
-    self.eval_driver.run(num_episodes)
-    if self._shares_env:
-      self.collect_driver.continue_from(self.eval_driver.time_step)
+    # On a shared env the drivers stop right after an episode ends, so it
+    # stands at the FIRST step of a fresh episode: no reset, none wasted.
+    if not self._shares_env:
+      self.eval_driver.restart()  # each evaluation starts fresh episodes
+    self.eval_driver.run(num_episodes, 'eval')
     return float(self.eval_metrics['return'].result())
 
   def checkpoint_objects(self):

@@ -17,18 +17,18 @@ import tensorflow as tf
 from tf_agents.replay_buffers import reverb_replay_buffer
 from tf_agents.specs import tensor_spec
 
-from planet_tfa import config
+from planet_tfa import errors
+from planet_tfa import layout
 
 EXPERIENCE_TABLE = 'experience'
 VARIABLES_TABLE = 'variables'
-REPLAY_DIR = 'replay'
 
 
-class ReplayEmptyError(RuntimeError):
+class ReplayEmptyError(errors.UserError, RuntimeError):
   """Sampling waited longer than the timeout for the table to allow a sample."""
 
 
-class ReplayUnavailableError(ConnectionError):
+class ReplayUnavailableError(errors.UserError, ConnectionError):
   """The Reverb server at an address could not be reached before a deadline."""
 
 
@@ -43,10 +43,19 @@ def window_stride(stride_length=1):
   is then written only when it falls on the stride.
   """
   if isinstance(stride_length, bool) or not isinstance(stride_length, int) or stride_length < 1:
-    raise config.ConfigError(
+    raise errors.ConfigError(
         f'window_stride.stride_length={stride_length!r}: must be a whole number >= 1 '
         '(env steps between the starts of consecutive replay windows; 1 = every step).')
   return stride_length
+
+
+def experience_signature(data_spec):
+  """The experience table's signature: `data_spec` with a time dimension.
+
+  The one place it is computed: the table is built with it, and the learner
+  and collectors check a remote server's table against it.
+  """
+  return tensor_spec.add_outer_dim(tensor_spec.from_spec(data_spec))
 
 
 def capacity_in_items(capacity_env_steps, stride_length):
@@ -94,7 +103,7 @@ def make_experience_table(data_spec, name=EXPERIENCE_TABLE, capacity_env_steps=1
       max_size=capacity_in_items(capacity_env_steps, window_stride()),
       rate_limiter=rate_limiter or make_rate_limiter(),
       max_times_sampled=0,
-      signature=tensor_spec.add_outer_dim(tensor_spec.from_spec(data_spec)))
+      signature=experience_signature(data_spec))
 
 
 def make_variables_table(variables_spec, name=VARIABLES_TABLE):
@@ -113,7 +122,7 @@ class ReplayServer:
   """
 
   def __init__(self, tables, root_dir=None, port=None):
-    self.checkpoint_dir = os.path.join(root_dir, REPLAY_DIR) if root_dir else None
+    self.checkpoint_dir = os.path.join(root_dir, layout.REPLAY_DIR) if root_dir else None
     checkpointer = None
     if self.checkpoint_dir:
       os.makedirs(self.checkpoint_dir, exist_ok=True)
@@ -171,7 +180,7 @@ def wait_for_server(address, deadline_s=60.0, initial_backoff_s=0.5, max_backoff
       raise ReplayUnavailableError(
           f'no Reverb server answered at {address} within {deadline_s:.0f}s '
           f'({type(last_error).__name__}). Start it with `python -m '
-          f'planet_tfa.drivers.reverb_server --port=...` or fix --replay_server.')
+          f'planet_tfa.programs.serve --port=...` or fix --replay_server.')
     logging.warning('Reverb server at %s not reachable yet; retrying in %.1fs',
                     address, backoff)
     time.sleep(min(backoff, remaining))

@@ -15,23 +15,23 @@ import tensorflow as tf
 from tf_agents.replay_buffers import reverb_utils
 from tf_agents.trajectories import trajectory as trajectory_lib
 
-from planet_tfa.drivers import replay
+from planet_tfa.replay import tables
 
 
 @gin.configurable
 class ReverbEpisodeObserver:
   """Unbatched Python observer: complete episodes -> T+1-step windows.
 
-  A window starts every `replay.window_stride()` steps: the stride the
+  A window starts every `tables.window_stride()` steps: the stride the
   table's capacity is computed with, so both always agree.
   """
 
   FLUSH_EVERY = 16
 
-  def __init__(self, client, sequence_length, table_name=replay.EXPERIENCE_TABLE,
+  def __init__(self, client, sequence_length, table_name=tables.EXPERIENCE_TABLE,
                pad_short_episodes=True):
     self._writer = reverb_utils.ReverbAddTrajectoryObserver(
-        client, table_name, sequence_length, stride_length=replay.window_stride(),
+        client, table_name, sequence_length, stride_length=tables.window_stride(),
         pad_end_of_episodes=pad_short_episodes)
     self._episode = []
     self.episodes_written = 0

@@ -1,0 +1,388 @@
+"""The learner: setup, then a short loop of collect and train, with interval hooks.
+
+One iteration = `collect_episodes_per_iteration` policy episodes into the
+replay, then the train steps they earn at `train_steps_per_env_step` (or a
+fixed `train_steps_per_iteration`) on sampled windows. Everything periodic
+(summaries, evaluation and its records, checkpoints, export, the progress
+line) is a hook in `hooks`. What the run writes where: `layout`.
+"""
+import json
+import os
+import time
+
+import gin
+import numpy as np
+import tensorflow as tf
+from tf_agents.utils import common
+
+from planet_tfa import checkpoints
+from planet_tfa import episodes
+from planet_tfa import experiment as experiment_lib
+from planet_tfa import hooks as hooks_lib
+from planet_tfa import layout
+from planet_tfa import saved_policies
+from planet_tfa import schedule
+from planet_tfa import stop_signals
+from planet_tfa import summaries
+from planet_tfa import validation
+from planet_tfa import videos
+
+
+@gin.configurable(denylist=['root_dir', 'replay_server', 'experiment', 'on_start'])
+def train_eval(root_dir,
+               num_iterations=1000,
+               initial_collect_episodes=5,
+               collect_episodes_per_iteration=1,
+               train_steps_per_iteration=None,
+               train_steps_per_env_step=0.1,
+               batch_size=32,
+               eval_interval=10,
+               eval_episodes=1,
+               eval_on_train_env=False,
+               checkpoint_interval=10,
+               summary_interval=1,
+               image_summary_interval=10,
+               policy_export_interval=50,
+               progress_interval_s=30.0,
+               sample_timeout_s=60.0,
+               sac_batch_size=None,
+               time_budget_s=None,
+               env_step_budget=None,
+               world_model_checkpoint=None,
+               freeze_world_model=False,
+               world_model_only=False,
+               replay_server=None,
+               remote_collect_episodes_per_iteration=0,
+               server_deadline_s=60.0,
+               remote_wait_for_data_s=600.0,
+               experiment=None,
+               on_start=None):
+  """Trains a LatentSacAgent; returns a dict summarising the run.
+
+  The task, seed and replay window come from `experiment` (default: the
+  gin-configured `Experiment`), which the server and collectors share.
+
+  Args:
+    root_dir: where everything is written (`layout`).
+    num_iterations: total iterations of the run (a resumed run continues to it).
+    initial_collect_episodes: random-policy episodes before training, skipped
+      when the (restored) replay already holds windows.
+    collect_episodes_per_iteration: policy episodes per iteration.
+    train_steps_per_env_step: the data ratio: train steps per environment
+      step, where an environment step is a physics step (agent steps x the
+      env's action repeat; see `schedule`). Each iteration trains for the
+      steps its episodes earned, fractions carried over; the warm-up earns
+      none (with remote collectors: only this process's episodes earn). SLAC's
+      one per agent step is 1 / action repeat; 0.1 (Dreamer's ratio) = 100
+      train steps per 1000-physics-step DMC episode.
+    train_steps_per_iteration: instead of the ratio, a fixed number per
+      iteration (a learner fed by remote collectors only needs it). Set one
+      of the two and the other to None.
+    batch_size: windows per train step.
+    eval_interval, eval_episodes: greedy evaluation cadence and size.
+    eval_on_train_env: evaluate on the training env between collection
+      episodes instead of on a second env. For simulators that are servers
+      (CARLA): two clients must not tick one world, and a second server per
+      run is rarely at hand. Evaluation episodes never reach the replay.
+    checkpoint_interval: in iterations; the run checkpoint, the world-model
+      checkpoint (ROOT/world_model) and the replay (ROOT/replay) are written
+      together, so a resumed run's replay matches its counters.
+    summary_interval, image_summary_interval: in iterations.
+    policy_export_interval: SavedModels to ROOT/policies every this many
+      iterations (and always at the end).
+    progress_interval_s: during an iteration's train steps, a progress line
+      (steps done, rate, time left) at most this often; 0: none.
+    sample_timeout_s: sampling raises ReplayEmptyError after this long.
+    sac_batch_size: None (default): SAC learns from the features of the world
+      model's own batch. A number: SAC gets its own batch of that many windows,
+      encoded without gradients (SLAC's layout, a second encoder pass).
+    time_budget_s: stop (checkpointed, evaluated) once this much wall time has
+      passed in this process; None: no limit. For equal-budget comparisons.
+    env_step_budget: stop (checkpointed, evaluated) once the run has
+      collected this many environment (physics) steps, warm-up included: the
+      papers' "100k environment steps". None: no limit.
+    world_model_checkpoint: a run root or checkpoint whose world model
+      (encoders, RSSM, decoders, reward head) initialises this run's; actor,
+      critics and alpha start fresh. Only used when the run has no checkpoint.
+    freeze_world_model: do not update the world model (e.g. a restored one).
+    world_model_only: train only the world model, collecting with a random
+      policy; its ROOT/world_model checkpoints feed world_model_checkpoint.
+    replay_server: 'host:port' of a standalone server (`python -m
+      planet_tfa.programs.serve`, docs/distributed.md). Collectors fill it;
+      this process samples the remote table, publishes the collect policy's
+      variables + train step after every iteration and evaluates locally. It
+      collects nothing itself unless `remote_collect_episodes_per_iteration`
+      > 0 (then also the random warm-up into an empty table). None:
+      everything in this process with its own server.
+    server_deadline_s: give up on an unreachable replay_server after this long.
+    remote_wait_for_data_s: how long to wait for collectors to fill the remote
+      table up to its minimum size before raising ReplayEmptyError.
+    experiment: the `experiment.Experiment`; None: the gin-configured one.
+    on_start: called with the root once the settings passed their checks and
+      the root exists, before anything else (the program opens its log file).
+  """
+  experiment = experiment or experiment_lib.Experiment()
+  settings = dict(locals())
+  # Bad settings fail here, before any directory, env, model or warm-up.
+  validation.check_train_eval(settings, experiment)
+  root_dir = os.path.abspath(os.path.expanduser(root_dir))
+  os.makedirs(root_dir, exist_ok=True)
+  if on_start is not None:
+    on_start(root_dir)
+  tf.keras.utils.set_random_seed(experiment.seed)  # Python, NumPy, TF and Keras initialisers
+
+  # Distributed mode: connect first, so a wrong address fails before any env starts.
+  remote = (experiment_lib.connect_replay(replay_server, server_deadline_s)
+            if replay_server else None)
+  if remote is not None:
+    collect_episodes_per_iteration = remote_collect_episodes_per_iteration
+    if collect_episodes_per_iteration <= 0:
+      initial_collect_episodes = 0  # the collectors act randomly until the first publish
+  collects = remote is None or collect_episodes_per_iteration > 0
+
+  train_env = experiment_lib.make_env(experiment) if collects else None
+  eval_env = None
+  if eval_episodes > 0:
+    eval_env = (train_env if eval_on_train_env and train_env is not None
+                else experiment_lib.make_env(experiment, seed=experiment.seed + 1))
+  opened_envs = list({id(e): e for e in (train_env, eval_env) if e is not None}.values())
+  if train_env is None:  # remote collectors gather the data: the specs suffice
+    train_env = experiment_lib.SpecsOnlyEnv(
+        *experiment_lib.env_specs(experiment, root_dir, tf_env=eval_env))
+  try:
+    settings.update(collect_episodes_per_iteration=collect_episodes_per_iteration,
+                    initial_collect_episodes=initial_collect_episodes)
+    result = _train(root_dir, experiment, settings, train_env=train_env, eval_env=eval_env,
+                    collects=collects, remote=remote)
+  finally:
+    # Close in the envs' own thread (their OpenGL contexts otherwise fail
+    # noisily at exit), on errors too.
+    for env in opened_envs:
+      experiment_lib.close_env(env)
+  _print_summary(result)
+  with open(os.path.join(root_dir, layout.RUN_SUMMARY), 'w') as f:
+    json.dump(result, f, indent=2)
+  return result
+
+
+def _train(root_dir, experiment, s, train_env, eval_env, collects, remote):
+  """Setup, the loop and the final save; returns the run summary.
+
+  `s`: train_eval's settings by name.
+  """
+  # Environment steps per agent step, for the data ratio and the env-step budget.
+  action_repeat = schedule.action_repeat_of(train_env if collects else eval_env)
+  train_schedule = schedule.TrainSchedule(s['train_steps_per_iteration'],
+                                          s['train_steps_per_env_step'], action_repeat)
+
+  # ---- setup: agent, replay, acting, checkpoints ----
+  train_step = tf.Variable(0, dtype=tf.int64, name='train_step')
+  agent = experiment_lib.make_agent(train_env.time_step_spec(), train_env.action_spec(),
+                                    train_step, train_sac=not s['world_model_only'])
+  if s['freeze_world_model']:
+    agent.set_train_world_model(False)
+  experiment_lib.save_specs(root_dir, train_env.time_step_spec(), train_env.action_spec())
+  replay = experiment_lib.make_replay(agent, root_dir, remote)
+  eval_video = videos.EvalVideo(os.path.join(root_dir, layout.VIDEO_DIR), agent.world_model)
+  collection = episodes.Collection(
+      train_env, eval_env, agent.collect_policy, agent.policy,
+      experiment_lib.make_episode_observer(experiment, replay.client, train_env.batch_size),
+      random_collect=s['world_model_only'], eval_observers=[eval_video.observer])
+
+  iteration = tf.Variable(0, dtype=tf.int64, name='iteration')
+  best_eval_return = tf.Variable(-np.inf, dtype=tf.float64, name='best_eval_return')
+  run_checkpoints = checkpoints.RunCheckpoints(
+      os.path.join(root_dir, layout.CHECKPOINT_DIR), agent=agent, iteration=iteration,
+      best_eval_return=best_eval_return, **collection.checkpoint_objects())
+  world_model_checkpoints = tf.train.CheckpointManager(
+      checkpoints.world_model_checkpoint(agent.world_model),
+      os.path.join(root_dir, layout.WORLD_MODEL_DIR), max_to_keep=2)
+  restored = run_checkpoints.restore()
+  if restored:
+    print(f'Resumed {root_dir} from {restored}: iteration {int(iteration.numpy())}, '
+          f'train step {int(train_step.numpy())}', flush=True)
+    # Reseed from the iteration: a resumed run does not replay its start's randomness.
+    tf.keras.utils.set_random_seed(
+        (experiment.seed + 1_000_003 * int(iteration.numpy())) % 2**31)
+    if s['world_model_checkpoint']:
+      print('world_model_checkpoint ignored: the run resumes from its own checkpoint.')
+  elif s['world_model_checkpoint']:
+    checkpoints.restore_world_model(agent.world_model, s['world_model_checkpoint'])
+
+  operative_config = gin.operative_config_str()
+  _report_config_changes(root_dir, operative_config)
+  with open(os.path.join(root_dir, layout.OPERATIVE_CONFIG), 'w') as f:
+    f.write(operative_config)
+
+  def save_all():
+    """Run checkpoint, world model and replay, in that order (see train_eval)."""
+    run_checkpoints.save(train_step.numpy())
+    world_model_checkpoints.save(checkpoint_number=int(train_step.numpy()))
+    replay.checkpoint()
+
+  policies_dir = os.path.join(root_dir, layout.POLICIES_DIR)
+
+  def export():
+    saved_policies.export_policies(agent, policies_dir, train_step, operative_config)
+
+  # ---- data: warm-up, samplers ----
+  if remote is not None:
+    if int(train_step.numpy()) > 0:
+      remote.publish()  # a resumed learner: collectors use its policy at once
+    if not collects:  # else this learner's own warm-up and episodes fill it too
+      remote.wait_for_data(s['remote_wait_for_data_s'])
+  stored_windows = replay.table_size()
+  if stored_windows == 0 and s['initial_collect_episodes'] > 0:
+    print(f'Warm-up: {s["initial_collect_episodes"]} random episodes ...', flush=True)
+    start = time.time()
+    collection.warmup(s['initial_collect_episodes'])
+    print(f'Warm-up done: {int(collection.train_metrics["env_steps"].result())} env '
+          f'steps in {time.time() - start:.1f}s', flush=True)
+  elif stored_windows:
+    print(f'Replay holds {stored_windows} windows: warm-up skipped.', flush=True)
+  sampler = experiment_lib.make_sampler(experiment, agent, replay.address, s['batch_size'],
+                                        s['sample_timeout_s'])
+  sac_sampler = (experiment_lib.make_sampler(experiment, agent, replay.address,
+                                             s['sac_batch_size'], s['sample_timeout_s'])
+                 if s['sac_batch_size'] else None)
+  train_fn = common.function(agent.train)
+
+  # ---- the loop ----
+  train_writer = tf.summary.create_file_writer(os.path.join(root_dir, layout.TRAIN_DIR))
+  eval_writer = tf.summary.create_file_writer(os.path.join(root_dir, layout.EVAL_DIR))
+  counters = lambda: {'env_steps': int(collection.train_metrics['env_steps'].result()),
+                      'train_steps': int(train_step.numpy())}
+  # The budget in agent steps, as the progress line and the metrics count them.
+  agent_step_budget = (None if s['env_step_budget'] is None
+                       else -(-s['env_step_budget'] // action_repeat))
+  progress = summaries.Progress(s['num_iterations'], start=int(iteration.numpy()),
+                                time_budget_s=s['time_budget_s'],
+                                env_step_budget=agent_step_budget,
+                                start_env_steps=counters()['env_steps'])
+  progress.rates(counters())
+  hooks = [
+      hooks_lib.ScalarSummaryHook(s['summary_interval'], train_writer,
+                                  collection.train_metrics),
+      hooks_lib.OpenLoopImageHook(
+          s['image_summary_interval'] if s['summary_interval'] else 0, train_writer,
+          common.function(agent.world_model.open_loop_prediction),
+          experiment.sequence_length),
+      hooks_lib.EvalHook(s['eval_interval'] if eval_env is not None else 0,
+                         s['eval_episodes'], collection, root_dir, eval_writer,
+                         best_eval_return, video=eval_video, started_at=progress.started_at),
+      hooks_lib.CallbackHook(s['checkpoint_interval'], save_all),
+      hooks_lib.CallbackHook(s['policy_export_interval'], export),
+      hooks_lib.ProgressHook(progress, collection.train_metrics,
+                             replay_size=replay.table_size if remote is not None else None),
+  ]
+  stop = stop_signals.StopRequested(
+      'finishing the train step, then checkpointing and exiting (send it again '
+      'to abort).').install()
+  out_of_time = lambda: (s['time_budget_s'] is not None
+                         and time.time() - progress.started_at > s['time_budget_s'])
+  out_of_data = lambda: (agent_step_budget is not None
+                         and counters()['env_steps'] >= agent_step_budget)
+  ends = lambda: (int(iteration.numpy()) >= s['num_iterations'] or out_of_time()
+                  or out_of_data())
+  state = hooks_lib.IterationState(int(iteration.numpy()), int(train_step.numpy()),
+                                   counters()['env_steps'], {})
+  try:
+    while not ends() and stop.signal is None:
+      steps_before = counters()['env_steps']
+      collection.collect(s['collect_episodes_per_iteration'])
+      num_train_steps = train_schedule.train_steps(counters()['env_steps'] - steps_before)
+      within = summaries.StepProgress(f'iter {int(iteration.numpy()) + 1}: train steps',
+                                      num_train_steps, s['progress_interval_s'])
+      for done in range(num_train_steps):
+        state.experience = next(sampler)
+        extra = {} if sac_sampler is None else {'sac_experience': next(sac_sampler)}
+        state.loss_info = train_fn(state.experience, **extra)
+        within.update(done + 1)
+        if stop.signal is not None:
+          break
+      iteration.assign_add(1)
+      replay.publish()
+      state.iteration = int(iteration.numpy())
+      state.train_step = int(train_step.numpy())
+      state.env_steps = counters()['env_steps']
+      state.rates = progress.rates(counters())
+      state.final = ends()
+      for hook in hooks:
+        hook(state)
+  finally:
+    stop.restore()
+    # Whatever ended the loop (done, a signal, an error), keep what was done.
+    # A non-finite loss raised before any variable changed, so this is safe.
+    save_all()
+    export()
+    train_writer.flush()
+    eval_writer.flush()
+
+  env_steps = int(collection.train_metrics['env_steps'].result())
+  result = {
+      'root_dir': root_dir,
+      'iterations': int(iteration.numpy()),
+      'train_steps': int(train_step.numpy()),
+      'env_steps': env_steps,
+      # Environment (physics) steps: the unit of train_steps_per_env_step.
+      'physics_steps': env_steps * action_repeat,
+      'action_repeat': action_repeat,
+      'episodes': int(collection.train_metrics['episodes'].result()),
+      'last_eval_return': state.eval_return,
+      'best_eval_return': (float(best_eval_return.numpy())
+                           if np.isfinite(best_eval_return.numpy()) else None),
+      'replay_windows': replay.table_size(),
+      # What ended the loop: a signal, num_iterations, the env-step budget, else
+      # the wall-clock budget (asked after the loop, the clock would also count
+      # the final save).
+      'stopped_by': stop.signal or (
+          'num_iterations' if int(iteration.numpy()) >= s['num_iterations'] else
+          'env_step_budget' if out_of_data() else 'time_budget_s'),
+      'wall_time_s': round(time.time() - progress.started_at, 1),
+  }
+  replay.stop()
+  return result
+
+
+def _bindings(config_text):
+  """Binding lines of a gin config, without comments and blank lines."""
+  lines = []
+  for line in config_text.splitlines():
+    line = line.split('#', 1)[0].rstrip()
+    if line:
+      lines.append(line)
+  return lines
+
+
+def _report_config_changes(root_dir, new_config):
+  """Prints how this start's gin config differs from the run's saved one."""
+  path = os.path.join(root_dir, layout.OPERATIVE_CONFIG)
+  if not os.path.exists(path):
+    return
+  with open(path) as f:
+    old = _bindings(f.read())
+  new = _bindings(new_config)
+  removed = [line for line in old if line not in new]
+  added = [line for line in new if line not in old]
+  if removed or added:
+    print(f'NOTE: the gin config differs from the one saved in {path}:', flush=True)
+    for line in removed:
+      print(f'  - {line}')
+    for line in added:
+      print(f'  + {line}')
+    with open(os.path.join(root_dir, layout.PREVIOUS_CONFIG), 'w') as f:
+      f.write('\n'.join(old) + '\n')
+
+
+def _print_summary(result):
+  root = result['root_dir']
+  print('\n=== run summary ===')
+  for key in ('iterations', 'train_steps', 'env_steps', 'episodes', 'last_eval_return',
+              'best_eval_return', 'replay_windows', 'wall_time_s', 'stopped_by'):
+    print(f'  {key:18s} {result[key]}')
+  print(f'  checkpoints        {os.path.join(root, layout.CHECKPOINT_DIR)}')
+  print(f'  replay             {os.path.join(root, layout.REPLAY_DIR)}')
+  print(f'  policies           {os.path.join(root, layout.POLICIES_DIR)}')
+  print(f'  logs               {os.path.join(root, layout.LOG_DIR)}')
+  print(f'  tensorboard        tensorboard --logdir {root}')
+  print(f'  config             {os.path.join(root, layout.OPERATIVE_CONFIG)}', flush=True)

@@ -1,0 +1,122 @@
+"""What every program shares: the log file under ROOT and one way of reporting errors.
+
+Log file: `capture_native_logs()` runs before TensorFlow is imported (only
+when a program runs as `__main__`); it points the process's stderr file
+descriptor, where TensorFlow's and Reverb's C++ log lines go, at a scratch
+file. `start(main)` runs the program with Python's `sys.stderr` back on the
+console; `attach_log(root_dir, name)` moves the scratch to ROOT/logs/NAME.log
+once the root is known and sends absl, Python logging and Python warnings
+there too. The console keeps the
+program's own lines (stdout) and its error messages.
+
+Errors: `run_program` prints a `ConfigError` (a setting; nothing started)
+and exits 2; any other `errors.UserError` (or a lost connection) prints its
+message and what was kept, and exits 1. Both without a traceback.
+"""
+import atexit
+import logging
+import os
+import sys
+import tempfile
+
+from absl import app
+from absl import logging as absl_logging
+
+from planet_tfa import errors
+from planet_tfa import layout
+
+_capture = {}
+
+
+def capture_native_logs():
+  """Sends fd 2 (C++ logs) to a scratch file; `sys.stderr` stays the console."""
+  if _capture:
+    return
+  os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '0')  # info lines too: they go to the file
+  sys.stderr.flush()
+  console_fd = os.dup(2)
+  scratch = tempfile.NamedTemporaryFile(prefix='planet_tfa-', suffix='.log', delete=False)
+  os.dup2(scratch.fileno(), 2)
+  _capture.update(console_fd=console_fd, scratch=scratch, path=scratch.name, log=None)
+  atexit.register(_drop_scratch)
+  # Until `start`, Python's stderr goes there too: what libraries print while
+  # they are imported (e.g. gym's notices) is log noise, not the program's.
+
+
+def start(main):
+  """Runs the absl program `main` with Python's stderr back on the console."""
+  if _capture:
+    sys.stderr.flush()
+    sys.stderr = os.fdopen(os.dup(_capture['console_fd']), 'w', buffering=1)
+  app.run(main)
+
+
+def _drop_scratch():
+  """A program that ended before knowing its root leaves no scratch file behind."""
+  if _capture and not _capture['log'] and os.path.exists(_capture['path']):
+    os.unlink(_capture['path'])
+
+
+def attach_log(root_dir, name):
+  """Moves the captured log lines to ROOT/logs/NAME.log; returns its path (None: not captured)."""
+  if not _capture or _capture['log']:
+    return _capture.get('log')
+  log_dir = os.path.join(root_dir, layout.LOG_DIR)
+  os.makedirs(log_dir, exist_ok=True)
+  path = os.path.join(log_dir, f'{name}.log')
+  log = open(path, 'a', buffering=1)  # pylint: disable=consider-using-with
+  _capture['scratch'].flush()
+  with open(_capture['path']) as scratch:
+    log.write(scratch.read())
+  os.dup2(log.fileno(), 2)
+  _capture['scratch'].close()
+  os.unlink(_capture['path'])
+  _capture.update(log=path, stream=log)
+  _route_python_logs(log)
+  return path
+
+
+def _route_python_logs(stream):
+  # absl's handler (TF and TF-Agents log through it) keeps the stream it was made with.
+  absl_logging.get_absl_handler().python_handler.stream = stream
+  # So do the handlers libraries added themselves (TensorFlow's 'tensorflow' logger).
+  loggers = [logging.getLogger()] + [logger for logger in logging.Logger.manager.loggerDict
+                                     .values() if isinstance(logger, logging.Logger)]
+  console = (sys.__stderr__, sys.stderr)
+  for logger in loggers:
+    for handler in logger.handlers:
+      if isinstance(handler, logging.StreamHandler) and handler.stream in console:
+        handler.setStream(stream)
+  logging.captureWarnings(True)  # warnings.warn -> the 'py.warnings' logger -> the file
+
+
+def log_path():
+  return _capture.get('log')
+
+
+def run_program(main_fn, kept=None, user_errors=()):
+  """Calls `main_fn()`; turns user errors into a message and an exit code.
+
+  `kept`: what to tell the user survived an error (e.g. "checkpoints and
+  replay in ROOT were kept"). `user_errors`: more exception types whose
+  message suffices.
+  """
+  try:
+    return main_fn()
+  except errors.ConfigError as error:  # a setting, found before anything started
+    exit_with(error, code=2)
+  except (errors.UserError, ConnectionError) + tuple(user_errors) as error:
+    exit_with(error, code=1, kept=kept, name=type(error).__name__)
+  return None
+
+
+def exit_with(error, code, kept=None, name=None):
+  """Prints `error` (its first 40 lines) and where the full log is, then exits with `code`."""
+  message = '\n'.join(str(error).splitlines()[:40])
+  print(f'error: {name + ": " if name else ""}{message}', file=sys.stderr)
+  if kept:
+    print(f'({kept})', file=sys.stderr)
+  if log_path():
+    print(f'(log: {log_path()})', file=sys.stderr)
+  sys.stderr.flush()
+  sys.exit(code)

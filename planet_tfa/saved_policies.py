@@ -1,0 +1,53 @@
+"""Policy SavedModels: the latent filter and the actor, runnable with TensorFlow alone.
+
+`export_policies` writes DIR/greedy_policy and DIR/collect_policy: what acts
+in the agent (`LatentSacAgent.eval_with` / `collect_with`), or with `kind` the
+latent actor ('sac') or PlaNet's CEM planner ('cem') on the same world model
+(`python -m planet_tfa.programs.export` does it for a run root). Each
+SavedModel has the serving functions `get_initial_state(batch_size)` and
+`action(time_step, policy_state)` for any batch size; its observation spec holds only the policy's inputs (no decode-only targets). Metadata:
+`train_step` and the run's gin config.
+
+Every export writes a complete SavedModel into a temporary directory and
+swaps it into place, so an export never mixes an old graph with new
+variables and a crash mid-export leaves the previous one intact.
+"""
+import os
+import shutil
+import tempfile
+
+import tensorflow as tf
+from tf_agents.policies import policy_saver
+
+POLICY_NAMES = {'greedy_policy': True, 'collect_policy': False}
+
+
+def _swap_into_place(staging_dir, final_dir):
+  previous = final_dir + '.previous'
+  if os.path.exists(previous):
+    shutil.rmtree(previous)
+  if os.path.exists(final_dir):
+    os.rename(final_dir, previous)
+  os.rename(staging_dir, final_dir)
+  if os.path.exists(previous):
+    shutil.rmtree(previous)
+
+
+def export_policies(agent, output_dir, train_step, gin_config='', kind=None):
+  """Writes greedy and collect SavedModels to output_dir; returns their paths.
+
+  `kind`: 'sac' or 'cem'; None exports what acts in each role in the agent.
+  """
+  os.makedirs(output_dir, exist_ok=True)
+  metadata = {'gin_config': tf.Variable(gin_config, dtype=tf.string, trainable=False)}
+  paths = {}
+  for name, greedy in POLICY_NAMES.items():
+    policy = agent.export_policy(greedy=greedy, kind=kind)
+    saver = policy_saver.PolicySaver(policy, batch_size=None, train_step=train_step,
+                                     metadata=metadata)
+    staging = tempfile.mkdtemp(prefix=f'.{name}-', dir=output_dir)
+    saver.save(staging)
+    final = os.path.join(output_dir, name)
+    _swap_into_place(staging, final)
+    paths[name] = final
+  return paths
