@@ -157,8 +157,8 @@ def run_collector(replay_server, collector_id, root_dir, server_deadline_s=60.0,
       driver.run(1, 'random' if version is None else 'collect')
       return version, time.time() - start
 
-    episodes = 0
-    while stop.signal is None and (not max_episodes or episodes < max_episodes):
+    episodes_done = 0
+    while stop.signal is None and (not max_episodes or episodes_done < max_episodes):
       steps_before = int(metrics['env_steps'].result())
       try:
         version, elapsed = run_watched(one_episode, client, replay_server,
@@ -171,7 +171,7 @@ def run_collector(replay_server, collector_id, root_dir, server_deadline_s=60.0,
             'collector once it is back (a supervisor can simply restart it).') from error
       name = 'random' if version is None else 'collect'
       steps = int(metrics['env_steps'].result()) - steps_before
-      episodes += 1
+      episodes_done += 1
       state['episodes'] += 1
       state['env_steps'] += steps
       _save_state(out_dir, state)
@@ -181,7 +181,7 @@ def run_collector(replay_server, collector_id, root_dir, server_deadline_s=60.0,
           'steps_per_s': steps / max(elapsed, 1e-9),
           'policy_version': -1 if version is None else version,
       }
-      print(f'{tag} episode={episodes} policy={name} '
+      print(f'{tag} episode={episodes_done} policy={name} '
             f'policy_version={"none" if version is None else version} '
             f'return={record["return"]:.3f} length={record["length"]} '
             f'steps_per_s={record["steps_per_s"]:.1f} total_env_steps={state["env_steps"]}',
@@ -192,5 +192,5 @@ def run_collector(replay_server, collector_id, root_dir, server_deadline_s=60.0,
     summary_writer.flush()
   finally:
     experiment_lib.close_env(tf_env)
-  return {'collector_id': collector_id, 'episodes': episodes, 'seed': seed,
+  return {'collector_id': collector_id, 'episodes': episodes_done, 'seed': seed,
           'stopped_by': stop.signal}
