@@ -21,9 +21,8 @@ from tf_agents.utils import common
 from planet_tfa import config
 from planet_tfa import export
 from planet_tfa.agents import cem_policy
-from planet_tfa.agents import latent_sac_agent
-from planet_tfa.agents import world_model as world_model_lib
 from planet_tfa.networks import rssm as rssm_lib
+import tiny_model
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OBS_SPEC = {'pixels': tf.TensorSpec([64, 64, 3], tf.uint8, 'pixels')}
@@ -32,21 +31,12 @@ GAIN = 0.5
 TARGET = np.array([0.6, -0.3], np.float32)
 
 
-@pytest.fixture(autouse=True)
-def clear_gin():
-  gin.clear_config()
-  yield
-  gin.clear_config()
+pytestmark = pytest.mark.usefixtures('clean_gin')
 
 
 def make_agent(seed=0, **kwargs):
   tf.keras.utils.set_random_seed(seed)
-  model = world_model_lib.WorldModel(
-      OBS_SPEC, ACTION_SPEC, image_depth=4,
-      rssm=rssm_lib.RSSM(deter_size=16, stoch_size=4, hidden_size=16))
-  return latent_sac_agent.LatentSacAgent(
-      ts.time_step_spec(OBS_SPEC), ACTION_SPEC, world_model=model,
-      actor_fc_layers=(16,), critic_fc_layers=(16,), **kwargs)
+  return tiny_model.agent(OBS_SPEC, ACTION_SPEC, **kwargs)
 
 
 def planner(agent, reward_head=None, **kwargs):
@@ -384,7 +374,7 @@ def run_train_eval(root_dir, *args, timeout=420):
   env = dict(os.environ, PYTHONUNBUFFERED='1')
   return subprocess.run(
       [sys.executable, os.path.join(REPO, 'train_eval.py'), f'--root_dir={root_dir}',
-       '--gin_file=dmc_cartpole_swingup.gin', '--gin_file=tiny.gin', *args],
+       *tiny_model.DMC_FLAGS, *args],
       capture_output=True, text=True, timeout=timeout, env=env, cwd=REPO)
 
 

@@ -16,9 +16,10 @@ from planet_tfa import checkpoints
 from planet_tfa import config
 from planet_tfa import export
 from planet_tfa.agents import latent_sac_agent
+import tiny_model
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TINY = ['--gin_file=dmc_cartpole_swingup.gin', '--gin_file=tiny.gin']
+TINY = tiny_model.DMC_FLAGS
 # tiny.gin: 20-step episodes -> 21 time steps -> 13 windows of 9 per episode.
 WINDOWS_PER_EPISODE = 13
 

@@ -1,8 +1,6 @@
 """The data ratio: train steps per environment step, on real train_eval runs."""
-import gin
 import pytest
 
-from planet_tfa import config
 from planet_tfa import run
 from planet_tfa import schedule
 from planet_tfa import validation
@@ -29,14 +27,6 @@ class RepeatedCountingEnv(CountingEnv):
 def counting_loader(seed=None):
   del seed
   return RepeatedCountingEnv(episode_lengths=(5, 12, 3, 20))
-
-
-@pytest.fixture
-def tiny_gin():
-  gin.clear_config()
-  config.parse(['dmc_cartpole_swingup.gin', 'tiny.gin'])
-  yield
-  gin.clear_config()
 
 
 def test_train_steps_after_n_iterations_follow_the_ratio(tiny_gin, tmp_path):
@@ -81,8 +71,7 @@ def test_env_step_budget_stops_the_run_in_physics_steps(tiny_gin, tmp_path):
   assert result['stopped_by'] == 'env_step_budget'
   assert result['iterations'] == 3 and result['physics_steps'] == 80
   # Resuming a run that has spent its budget does no more iterations.
-  gin.clear_config()
-  config.parse(['dmc_cartpole_swingup.gin', 'tiny.gin'])
+  tiny_gin()  # the resume parses afresh, as a new process would
   again = run.train_eval(
       str(root), env_loader=counting_loader, num_iterations=100, env_step_budget=50,
       initial_collect_episodes=1, train_steps_per_iteration=None,

@@ -9,9 +9,10 @@ import pytest
 from planet_tfa import config
 from planet_tfa import run
 from planet_tfa import validation
+import tiny_model
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TINY = ['--gin_file=dmc_cartpole_swingup.gin', '--gin_file=tiny.gin']
+TINY = tiny_model.DMC_FLAGS
 
 
 class RecordingLoader:
@@ -25,11 +26,7 @@ class RecordingLoader:
     raise AssertionError('an environment was built before the settings were checked')
 
 
-@pytest.fixture(autouse=True)
-def clean_gin():
-  gin.clear_config()
-  yield
-  gin.clear_config()
+pytestmark = pytest.mark.usefixtures('clean_gin')
 
 
 def start_with(tmp_path, **kwargs):
