@@ -1,5 +1,8 @@
 """Fixtures shared by the test files: the tiny model, gin state and the counting environment.
 
+The tiny model's sizes and builders live in tiny_model.py (read from gin/tiny.gin), imported
+by tests whose module-level helpers build agents; fixtures here serve the rest.
+
 Tests marked `slow` start train_eval, servers or collectors in other processes, or run for
 more than ~20 s; `make test-fast` (pytest -m "not slow") leaves them out, `make test` runs all.
 """
@@ -8,19 +11,13 @@ import pytest
 
 from planet_tfa import config
 from counting_env import CountingEnv
-import tiny_model as tiny_model_lib
-
-
-@pytest.fixture
-def tiny_model():
-  """The tiny model's settings and builders (tests/tiny_model.py, read from gin/tiny.gin)."""
-  return tiny_model_lib
+import tiny_model
 
 
 @pytest.fixture
 def tiny_model_bindings():
   """gin bindings of the tiny model alone, for task files other than DMC's (a fresh list)."""
-  return list(tiny_model_lib.BINDINGS)
+  return list(tiny_model.BINDINGS)
 
 
 @pytest.fixture
@@ -36,7 +33,7 @@ def tiny_gin(clean_gin):  # pylint: disable=redefined-outer-name,unused-argument
   """gin parsed as a tiny DMC cartpole run; calling the fixture's value parses it afresh."""
   def parse():
     gin.clear_config()
-    config.parse(tiny_model_lib.DMC_GIN_FILES)
+    config.parse(tiny_model.DMC_GIN_FILES)
   parse()
   return parse
 

@@ -2,8 +2,8 @@
 
 `train_eval.py` runs get them from `--gin_file=tiny.gin` (`DMC_FLAGS`); runs on another
 task file whose run settings differ (CARLA) take only the model part as `BINDINGS`; tests
-that build the model in Python use `rssm()`, `world_model()` and `agent()`. conftest.py
-exposes these as fixtures.
+that build the model in Python use `rssm()`, `world_model()` and `agent()`. conftest.py's
+fixtures `tiny_model_bindings` and `tiny_gin` are built on it.
 """
 import ast
 import os
