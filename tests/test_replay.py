@@ -240,6 +240,7 @@ def test_capacity_is_converted_from_env_steps_to_items(counting_env):
   server.stop()
 
 
+@pytest.mark.slow  # a Reverb server in another process
 def test_sampler_reads_a_server_in_another_process(tmp_path, counting_env):
   """A Reverb server in a separate process, written and sampled over gRPC."""
   script = textwrap.dedent('''
@@ -248,7 +249,8 @@ def test_sampler_reads_a_server_in_another_process(tmp_path, counting_env):
       from tf_agents.specs import tensor_spec
       from planet_tfa.drivers import replay
       sys.path.insert(0, sys.argv[2])
-            from tf_agents.policies import random_py_policy
+      from counting_env import CountingEnv
+      from tf_agents.policies import random_py_policy
       env = CountingEnv()
       from tf_agents.trajectories import trajectory, policy_step
       spec = trajectory.Trajectory(
