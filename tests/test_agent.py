@@ -68,6 +68,7 @@ def test_one_train_step_changes_model_critic_actor_and_alpha():
 
 
 @pytest.mark.parametrize('image_precision', ['float32', 'mixed_bfloat16'])
+@pytest.mark.slow  # many train steps: ~25 s with float32
 def test_repeated_steps_lower_model_and_critic_losses(image_precision):
   # gamma 0 makes the critic's target the reward itself, a fixed regression.
   agent = make_agent(gamma=0.0, image_precision=image_precision)

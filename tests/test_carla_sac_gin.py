@@ -87,6 +87,7 @@ def test_exported_carla_policy_needs_only_camera_and_lidar(carla_agent, tmp_path
     not os.environ.get('CARLA_HOST'),
     reason='no CARLA server here: start CarlaUE4.sh (0.9.16) -carla-rpc-port=2000 and set '
            'CARLA_HOST=<host> [CARLA_PORT=2000 CARLA_TM_PORT=8000] to run train_eval on it')
+@pytest.mark.slow  # train_eval in another process on a real CARLA server
 def test_train_eval_runs_a_few_iterations_on_a_carla_server(tmp_path, tiny_model_bindings):
   host = os.environ['CARLA_HOST']
   port = int(os.environ.get('CARLA_PORT', '2000'))

@@ -319,6 +319,7 @@ STANDALONE = textwrap.dedent('''
 ''')
 
 
+@pytest.mark.slow  # export, then a bare-TensorFlow process: ~40 s
 def test_exported_planner_runs_with_bare_tensorflow_and_matches_in_memory(tmp_path):
   gin.bind_parameter('CemPlanningPolicy.horizon', 3)
   gin.bind_parameter('CemPlanningPolicy.num_candidates', 20)
@@ -378,6 +379,7 @@ def run_train_eval(root_dir, *args, timeout=420):
       capture_output=True, text=True, timeout=timeout, env=env, cwd=REPO)
 
 
+@pytest.mark.slow  # train_eval in another process
 def test_train_eval_collects_and_evaluates_with_the_planner(tmp_path):
   root = tmp_path / 'cem'
   result = run_train_eval(root, '--gin_param=train_eval.num_iterations=2',
@@ -396,6 +398,7 @@ def test_train_eval_collects_and_evaluates_with_the_planner(tmp_path):
   assert any('reward_decoder' in v.name for v in loaded.model_variables)
 
 
+@pytest.mark.slow  # train_eval in another process
 def test_train_eval_with_an_impossible_planner_fails_at_start_naming_it(tmp_path):
   root = tmp_path / 'bad'
   result = run_train_eval(root, "--gin_param=LatentSacAgent.eval_with='cem'",

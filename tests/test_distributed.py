@@ -24,6 +24,7 @@ import tiny_model
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TESTS = os.path.join(REPO, 'tests')
+pytestmark = pytest.mark.slow  # every test runs the server, collectors and learner as processes
 GIN = tiny_model.DMC_FLAGS + [f'--gin_file={os.path.join(TESTS, "distributed_counting.gin")}']
 EPISODE_LENGTH = 30  # distributed_counting.gin
 EPISODE_LINE = re.compile(

@@ -19,6 +19,7 @@ from planet_tfa.agents import latent_sac_agent
 import tiny_model
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+pytestmark = pytest.mark.slow  # every test runs train_eval.py in other processes
 TINY = tiny_model.DMC_FLAGS
 # tiny.gin: 20-step episodes -> 21 time steps -> 13 windows of 9 per episode.
 WINDOWS_PER_EPISODE = 13

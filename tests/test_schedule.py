@@ -29,6 +29,7 @@ def counting_loader(seed=None):
   return RepeatedCountingEnv(episode_lengths=(5, 12, 3, 20))
 
 
+@pytest.mark.slow  # a whole train_eval run: ~20 s
 def test_train_steps_after_n_iterations_follow_the_ratio(tiny_gin, tmp_path):
   # Warm-up: the 5-step episode (earns nothing); then one episode per
   # iteration of 12, 3 and 20 agent steps = 70 environment steps at repeat 2.
@@ -60,6 +61,7 @@ def test_ratio_needs_local_data_on_a_remote_only_learner(tiny_gin, tmp_path):
   assert 'train_eval.train_steps_per_iteration' in str(raised.value)
 
 
+@pytest.mark.slow  # two train_eval runs: ~40 s
 def test_env_step_budget_stops_the_run_in_physics_steps(tiny_gin, tmp_path):
   # Physics steps at repeat 2: warm-up 10, then 24 (34), 6 (40), 40 (80 >= 50): stop.
   root = tmp_path / 'run'

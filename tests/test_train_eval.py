@@ -14,6 +14,7 @@ from tf_agents.trajectories import time_step as ts
 import tiny_model
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+pytestmark = pytest.mark.slow  # every test runs train_eval.py (or its exports) in other processes
 TINY = tiny_model.DMC_FLAGS
 
 

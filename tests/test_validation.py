@@ -114,6 +114,7 @@ def run_train_eval(root_dir, *args):
     ("load_dmc_pixels.domain_task='no-such-task'", [
         "load_dmc_pixels.domain_task='no-such-task'", 'cartpole-swingup', 'walker-walk']),
 ])
+@pytest.mark.slow  # train_eval in another process
 def test_train_eval_rejects_a_bad_binding_before_starting(tmp_path, binding, expected):
   root = tmp_path / 'run'
   result = run_train_eval(root, *TINY, f'--gin_param={binding}')
@@ -125,6 +126,7 @@ def test_train_eval_rejects_a_bad_binding_before_starting(tmp_path, binding, exp
   assert not root.exists(), 'nothing may be written for a bad setting'
 
 
+@pytest.mark.slow  # train_eval in another process
 def test_train_eval_rejects_a_root_dir_that_is_a_file(tmp_path):
   path = tmp_path / 'notes.txt'
   path.write_text('mine')

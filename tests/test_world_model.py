@@ -236,6 +236,7 @@ def cartpole_data():
   return frames, actions, rewards, step_type
 
 
+@pytest.mark.slow  # ~200 updates on real cartpole frames: ~25 s
 def test_world_model_learns_cartpole(cartpole_data):
   """~200 Adam updates must cut the reconstruction error and the loss clearly."""
   frames, actions, rewards, step_type = cartpole_data
