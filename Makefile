@@ -9,7 +9,7 @@ GIN ?= dmc_cartpole_swingup.gin
 ARGS ?=
 PYTEST_ARGS ?=
 
-.PHONY: venv train test bench clean-venv
+.PHONY: venv train test test-fast bench clean-venv
 
 $(STAMP): setup.py
 	$(PYTHON) -m venv $(VENV)
@@ -31,6 +31,11 @@ train: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest tests $(PYTEST_ARGS)
+
+# The edit-test loop: leaves out tests marked slow (other processes: train_eval, servers,
+# collectors; or > ~20 s). `make test` still runs them all.
+test-fast: $(STAMP)
+	$(PY) -m pytest tests -m "not slow" $(PYTEST_ARGS)
 
 # Benchmark suite: one JSON line per figure, writes docs/benchmarks.md (BENCH_ARGS=--quick: smoke test).
 BENCH_ARGS ?=

@@ -8,8 +8,7 @@ from tf_agents.trajectories import trajectory
 from tf_agents.utils import common
 
 from planet_tfa.agents import latent_sac_agent
-from planet_tfa.agents import world_model as world_model_lib
-from planet_tfa.networks import rssm as rssm_lib
+import tiny_model
 
 B, T = 6, 9
 OBS_SPEC = {'pixels': tf.TensorSpec([64, 64, 3], tf.uint8, 'pixels'),
@@ -19,14 +18,10 @@ ACTION_SPEC = tensor_spec.BoundedTensorSpec([2], tf.float32, -1.0, 1.0, 'action'
 
 def make_agent(seed=0, image_precision='float32', **kwargs):
   tf.keras.utils.set_random_seed(seed)  # TF ops and Keras initialisers
-  model = world_model_lib.WorldModel(
-      OBS_SPEC, ACTION_SPEC, encoder_keys=['pixels'], decoder_keys=['pixels', 'mask'],
-      image_depth=4, rssm=rssm_lib.RSSM(deter_size=16, stoch_size=4, hidden_size=16),
-      image_precision=image_precision)
-  return latent_sac_agent.LatentSacAgent(
-      ts.time_step_spec(OBS_SPEC), ACTION_SPEC, world_model=model,
-      actor_fc_layers=(16,), critic_fc_layers=(16,), model_learning_rate=3e-3,
-      critic_learning_rate=3e-3, **kwargs)
+  model = tiny_model.world_model(OBS_SPEC, ACTION_SPEC, encoder_keys=['pixels'],
+                                 decoder_keys=['pixels', 'mask'], image_precision=image_precision)
+  return tiny_model.agent(OBS_SPEC, ACTION_SPEC, model, model_learning_rate=3e-3,
+                          critic_learning_rate=3e-3, **kwargs)
 
 
 def fixed_windows(seed=0):
@@ -73,6 +68,7 @@ def test_one_train_step_changes_model_critic_actor_and_alpha():
 
 
 @pytest.mark.parametrize('image_precision', ['float32', 'mixed_bfloat16'])
+@pytest.mark.slow  # many train steps: ~25 s with float32
 def test_repeated_steps_lower_model_and_critic_losses(image_precision):
   # gamma 0 makes the critic's target the reward itself, a fixed regression.
   agent = make_agent(gamma=0.0, image_precision=image_precision)

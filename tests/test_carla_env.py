@@ -453,6 +453,7 @@ def test_gin_configures_the_env_endpoint():
     reason='no CARLA server here: start CarlaUE4.sh (0.9.16) -carla-rpc-port=2000 and '
     'run with CARLA_HOST=<host> [CARLA_PORT=2000 CARLA_TM_PORT=8000]')
 @pytest.mark.timeout(600)
+@pytest.mark.slow  # a real CARLA server
 def test_end_to_end_with_a_server():
   """Steps a real server, then checks it was left clean: no actor of ours, asynchronous."""
   host, port = os.environ['CARLA_HOST'], int(os.environ.get('CARLA_PORT', 2000))

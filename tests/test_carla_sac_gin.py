@@ -21,14 +21,11 @@ from planet_tfa.agents import latent_sac_agent
 from planet_tfa.environments import carla_env
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TINY = ['RSSM.deter_size = 16', 'RSSM.stoch_size = 4', 'RSSM.hidden_size = 16',
-        'WorldModel.image_depth = 4', 'LatentSacAgent.actor_fc_layers = (16,)',
-        'LatentSacAgent.critic_fc_layers = (16,)']
 
 
 @pytest.fixture
-def carla_agent():
-  gin_files.parse(['carla_sac.gin'], TINY)
+def carla_agent(tiny_model_bindings):
+  gin_files.parse(['carla_sac.gin'], tiny_model_bindings)
   try:
     observation_spec = tensor_spec.from_spec(carla_env.observation_spec())
     action_spec = tensor_spec.from_spec(carla_env.action_spec())
@@ -90,11 +87,12 @@ def test_exported_carla_policy_needs_only_camera_and_lidar(carla_agent, tmp_path
     not os.environ.get('CARLA_HOST'),
     reason='no CARLA server here: start CarlaUE4.sh (0.9.16) -carla-rpc-port=2000 and set '
            'CARLA_HOST=<host> [CARLA_PORT=2000 CARLA_TM_PORT=8000] to run train_eval on it')
-def test_train_eval_runs_a_few_iterations_on_a_carla_server(tmp_path):
+@pytest.mark.slow  # train_eval in another process on a real CARLA server
+def test_train_eval_runs_a_few_iterations_on_a_carla_server(tmp_path, tiny_model_bindings):
   host = os.environ['CARLA_HOST']
   port = int(os.environ.get('CARLA_PORT', '2000'))
   tm_port = int(os.environ.get('CARLA_TM_PORT', '8000'))
-  params = TINY + [f'CarlaEnv.host = "{host}"', f'CarlaEnv.port = {port}',
+  params = tiny_model_bindings + [f'CarlaEnv.host = "{host}"', f'CarlaEnv.port = {port}',
                    f'CarlaEnv.tm_port = {tm_port}', 'CarlaEnv.max_steps = 40',
                    'CarlaEnv.num_vehicles = 5', 'train_eval.num_iterations = 2',
                    'train_eval.initial_collect_episodes = 1',

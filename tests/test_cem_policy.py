@@ -21,9 +21,8 @@ from tf_agents.utils import common
 from planet_tfa.programs import gin_files
 from planet_tfa import saved_policies
 from planet_tfa.agents import cem_policy
-from planet_tfa.agents import latent_sac_agent
-from planet_tfa.agents import world_model as world_model_lib
 from planet_tfa.networks import rssm as rssm_lib
+import tiny_model
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OBS_SPEC = {'pixels': tf.TensorSpec([64, 64, 3], tf.uint8, 'pixels')}
@@ -32,21 +31,12 @@ GAIN = 0.5
 TARGET = np.array([0.6, -0.3], np.float32)
 
 
-@pytest.fixture(autouse=True)
-def clear_gin():
-  gin.clear_config()
-  yield
-  gin.clear_config()
+pytestmark = pytest.mark.usefixtures('clean_gin')
 
 
 def make_agent(seed=0, **kwargs):
   tf.keras.utils.set_random_seed(seed)
-  model = world_model_lib.WorldModel(
-      OBS_SPEC, ACTION_SPEC, image_depth=4,
-      rssm=rssm_lib.RSSM(deter_size=16, stoch_size=4, hidden_size=16))
-  return latent_sac_agent.LatentSacAgent(
-      ts.time_step_spec(OBS_SPEC), ACTION_SPEC, world_model=model,
-      actor_fc_layers=(16,), critic_fc_layers=(16,), **kwargs)
+  return tiny_model.agent(OBS_SPEC, ACTION_SPEC, **kwargs)
 
 
 def planner(agent, reward_head=None, **kwargs):
@@ -329,6 +319,7 @@ STANDALONE = textwrap.dedent('''
 ''')
 
 
+@pytest.mark.slow  # export, then a bare-TensorFlow process: ~40 s
 def test_exported_planner_runs_with_bare_tensorflow_and_matches_in_memory(tmp_path):
   gin.bind_parameter('CemPlanningPolicy.horizon', 3)
   gin.bind_parameter('CemPlanningPolicy.num_candidates', 20)
@@ -384,10 +375,11 @@ def run_train_eval(root_dir, *args, timeout=420):
   env = dict(os.environ, PYTHONUNBUFFERED='1')
   return subprocess.run(
       [sys.executable, os.path.join(REPO, 'train_eval.py'), f'--root_dir={root_dir}',
-       '--gin_file=dmc_cartpole_swingup.gin', '--gin_file=tiny.gin', *args],
+       *tiny_model.DMC_FLAGS, *args],
       capture_output=True, text=True, timeout=timeout, env=env, cwd=REPO)
 
 
+@pytest.mark.slow  # train_eval in another process
 def test_train_eval_collects_and_evaluates_with_the_planner(tmp_path):
   root = tmp_path / 'cem'
   result = run_train_eval(root, '--gin_param=train_eval.num_iterations=2',
@@ -406,6 +398,7 @@ def test_train_eval_collects_and_evaluates_with_the_planner(tmp_path):
   assert any('reward_decoder' in v.name for v in loaded.model_variables)
 
 
+@pytest.mark.slow  # train_eval in another process
 def test_train_eval_with_an_impossible_planner_fails_at_start_naming_it(tmp_path):
   root = tmp_path / 'bad'
   result = run_train_eval(root, "--gin_param=LatentSacAgent.eval_with='cem'",

@@ -20,11 +20,12 @@ import pytest
 from tf_agents.specs import array_spec
 
 from counting_env import CountingEnv
+import tiny_model
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TESTS = os.path.join(REPO, 'tests')
-GIN = ['--gin_file=dmc_cartpole_swingup.gin', '--gin_file=tiny.gin',
-       f'--gin_file={os.path.join(TESTS, "distributed_counting.gin")}']
+pytestmark = pytest.mark.slow  # every test runs the server, collectors and learner as processes
+GIN = tiny_model.DMC_FLAGS + [f'--gin_file={os.path.join(TESTS, "distributed_counting.gin")}']
 EPISODE_LENGTH = 30  # distributed_counting.gin
 EPISODE_LINE = re.compile(
     r'\[collector (\d+)\] episode=(\d+) policy=(\w+) policy_version=(\w+) ')

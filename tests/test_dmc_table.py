@@ -5,7 +5,10 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+pytestmark = pytest.mark.slow  # bench.dmc_table trains cartpole in other processes
 
 
 def run_table(tmp_path):

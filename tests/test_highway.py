@@ -239,6 +239,7 @@ def event_tags(directory):
   return tags
 
 
+@pytest.mark.slow  # train_eval in another process
 def test_train_eval_on_highway_sac_gin_writes_eval_videos_and_exports(tmp_path):
   from PIL import Image  # pylint: disable=g-import-not-at-top
   # tiny.gin sets the ratio form; driving.gin the per-iteration one: keep tiny's.

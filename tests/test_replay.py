@@ -20,7 +20,6 @@ from planet_tfa.agents import world_model
 from planet_tfa import episodes
 from planet_tfa.replay import observers
 from planet_tfa.replay import tables
-from counting_env import CountingEnv
 
 WINDOW = 9
 
@@ -56,8 +55,8 @@ def _all_windows(server, data_spec):
   return tf.nest.map_structure(lambda x: x[np.sort(first_rows)], batch)
 
 
-def test_windows_never_span_episodes_and_padding_is_masked():
-  env = CountingEnv(episode_lengths=(5, 12, 3, 20, 8))
+def test_windows_never_span_episodes_and_padding_is_masked(counting_env):
+  env = counting_env(episode_lengths=(5, 12, 3, 20, 8))
   tf_env, policy, data_spec = _data_spec(env)
   server = _server(data_spec)
   _collection(tf_env, policy, server).warmup(5)
@@ -83,8 +82,8 @@ def test_windows_never_span_episodes_and_padding_is_masked():
   server.stop()
 
 
-def test_next_observation_follows_the_action():
-  env = CountingEnv(episode_lengths=(15, 11))
+def test_next_observation_follows_the_action(counting_env):
+  env = counting_env(episode_lengths=(15, 11))
   tf_env, policy, data_spec = _data_spec(env)
   server = _server(data_spec)
   _collection(tf_env, policy, server).warmup(4)
@@ -105,11 +104,11 @@ def test_next_observation_follows_the_action():
   server.stop()
 
 
-def test_warmup_writes_exactly_n_episodes_and_eval_writes_none():
-  env = CountingEnv(episode_lengths=(10, 14))
+def test_warmup_writes_exactly_n_episodes_and_eval_writes_none(counting_env):
+  env = counting_env(episode_lengths=(10, 14))
   tf_env, policy, data_spec = _data_spec(env)
   eval_env = tf_py_environment.TFPyEnvironment(
-      CountingEnv(episode_lengths=(10,), first_episode_id=1000))
+      counting_env(episode_lengths=(10,), first_episode_id=1000))
   server = _server(data_spec)
   collection = _collection(tf_env, policy, server, eval_env=eval_env)
   collection.warmup(3)
@@ -128,9 +127,10 @@ def test_warmup_writes_exactly_n_episodes_and_eval_writes_none():
   server.stop()
 
 
-def test_evaluating_on_the_train_env_keeps_its_episodes_out_and_collection_consistent():
+def test_evaluating_on_the_train_env_keeps_its_episodes_out_and_collection_consistent(
+    counting_env):
   """eval_env is train_env (CARLA): evaluation runs between collection episodes."""
-  env = CountingEnv(episode_lengths=(10, 14, 12, 11, 13))
+  env = counting_env(episode_lengths=(10, 14, 12, 11, 13))
   tf_env, policy, data_spec = _data_spec(env)
   server = _server(data_spec)
   collection = _collection(tf_env, policy, server, eval_env=tf_env)
@@ -152,8 +152,8 @@ def test_evaluating_on_the_train_env_keeps_its_episodes_out_and_collection_consi
   server.stop()
 
 
-def test_unfinished_episode_never_reaches_the_table():
-  env = CountingEnv(episode_lengths=(30,))
+def test_unfinished_episode_never_reaches_the_table(counting_env):
+  env = counting_env(episode_lengths=(30,))
   tf_env, policy, data_spec = _data_spec(env)
   server = _server(data_spec)
   writer = observers.ReverbEpisodeObserver(server.client, WINDOW)
@@ -170,8 +170,8 @@ def test_unfinished_episode_never_reaches_the_table():
   server.stop()
 
 
-def test_replay_checkpoint_round_trip_keeps_items_and_samples_at_once(tmp_path):
-  env = CountingEnv(episode_lengths=(12, 9))
+def test_replay_checkpoint_round_trip_keeps_items_and_samples_at_once(tmp_path, counting_env):
+  env = counting_env(episode_lengths=(12, 9))
   tf_env, policy, data_spec = _data_spec(env)
   server = _server(data_spec, root_dir=str(tmp_path))
   _collection(tf_env, policy, server).warmup(4)
@@ -194,8 +194,8 @@ def test_replay_checkpoint_round_trip_keeps_items_and_samples_at_once(tmp_path):
   restored.stop()
 
 
-def test_empty_table_raises_named_error_instead_of_hanging():
-  env = CountingEnv()
+def test_empty_table_raises_named_error_instead_of_hanging(counting_env):
+  env = counting_env()
   _, _, data_spec = _data_spec(env)
   server = _server(data_spec)
   sampler = tables.ReplaySampler(data_spec, server.address, WINDOW, batch_size=2,
@@ -210,9 +210,9 @@ def test_empty_table_raises_named_error_instead_of_hanging():
   server.stop()
 
 
-def test_sampler_prefetches_batches_while_the_learner_trains():
+def test_sampler_prefetches_batches_while_the_learner_trains(counting_env):
   # Sampling overlaps training only if the dataset ends in a prefetch.
-  env = CountingEnv()
+  env = counting_env()
   _, _, data_spec = _data_spec(env)
   server = _server(data_spec)
   sampler = tables.ReplaySampler(data_spec, server.address, WINDOW, batch_size=2,
@@ -228,10 +228,10 @@ def test_sampler_prefetches_batches_while_the_learner_trains():
   server.stop()
 
 
-def test_capacity_is_converted_from_env_steps_to_items():
+def test_capacity_is_converted_from_env_steps_to_items(counting_env):
   assert tables.capacity_in_items(1000, 1) == 1000
   assert tables.capacity_in_items(1000, 4) == 250
-  env = CountingEnv(episode_lengths=(40,))
+  env = counting_env(episode_lengths=(40,))
   tf_env, policy, data_spec = _data_spec(env)
   table = tables.make_experience_table(data_spec, capacity_env_steps=20)
   server = tables.ReplayServer([table])
@@ -240,7 +240,8 @@ def test_capacity_is_converted_from_env_steps_to_items():
   server.stop()
 
 
-def test_sampler_reads_a_server_in_another_process(tmp_path):
+@pytest.mark.slow  # a Reverb server in another process
+def test_sampler_reads_a_server_in_another_process(tmp_path, counting_env):
   """A Reverb server in a separate process, written and sampled over gRPC."""
   script = textwrap.dedent('''
       import sys, time
@@ -273,7 +274,7 @@ def test_sampler_reads_a_server_in_another_process(tmp_path):
     assert proc.stdout.readline().strip() == 'ready'
     address = f'localhost:{port}'
     client = tables.wait_for_server(address, deadline_s=30)
-    env = CountingEnv(episode_lengths=(12,))
+    env = counting_env(episode_lengths=(12,))
     tf_env, policy, data_spec = _data_spec(env)
     observer = observers.TFReverbObserver(
         lambda: observers.ReverbEpisodeObserver(client, WINDOW))
@@ -297,8 +298,8 @@ def test_unreachable_server_fails_after_deadline_naming_the_address():
   assert time.time() - start < 20
 
 
-def test_samples_per_insert_rate_limiter_holds_the_learner_to_the_ratio():
-  env = CountingEnv(episode_lengths=(12,))
+def test_samples_per_insert_rate_limiter_holds_the_learner_to_the_ratio(counting_env):
+  env = counting_env(episode_lengths=(12,))
   tf_env, policy, data_spec = _data_spec(env)
   # Inserts block too once they run more than the error buffer ahead: leave
   # room for the warm-up's 5 windows (diff 10 <= 2 + 20).
@@ -322,9 +323,9 @@ def test_samples_per_insert_rate_limiter_holds_the_learner_to_the_ratio():
   server.stop()
 
 
-def test_one_stride_setting_drives_the_table_and_the_observer():
+def test_one_stride_setting_drives_the_table_and_the_observer(counting_env):
   import gin  # pylint: disable=g-import-not-at-top
-  env = CountingEnv(episode_lengths=(40,))
+  env = counting_env(episode_lengths=(40,))
   tf_env, policy, data_spec = _data_spec(env)
   gin.bind_parameter('window_stride.stride_length', 4)
   try:

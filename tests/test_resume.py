@@ -16,9 +16,11 @@ from planet_tfa import checkpoints
 from planet_tfa.programs import gin_files
 from planet_tfa import experiment as experiment_lib
 from planet_tfa.agents import latent_sac_agent
+import tiny_model
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TINY = ['--gin_file=dmc_cartpole_swingup.gin', '--gin_file=tiny.gin']
+pytestmark = pytest.mark.slow  # every test runs train_eval.py in other processes
+TINY = tiny_model.DMC_FLAGS
 # tiny.gin: 20-step episodes -> 21 time steps -> 13 windows of 9 per episode.
 WINDOWS_PER_EPISODE = 13
 

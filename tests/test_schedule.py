@@ -1,8 +1,6 @@
 """The data ratio: train steps per environment step, on real train_eval runs."""
-import gin
 import pytest
 
-from planet_tfa.programs import gin_files
 from planet_tfa import experiment as experiment_lib
 from planet_tfa import learner
 from planet_tfa import schedule
@@ -36,14 +34,7 @@ def counting_experiment():
   return experiment_lib.Experiment(env_loader=counting_loader)
 
 
-@pytest.fixture
-def tiny_gin():
-  gin.clear_config()
-  gin_files.parse(['dmc_cartpole_swingup.gin', 'tiny.gin'])
-  yield
-  gin.clear_config()
-
-
+@pytest.mark.slow  # a whole train_eval run: ~20 s
 def test_train_steps_after_n_iterations_follow_the_ratio(tiny_gin, tmp_path):
   # Warm-up: the 5-step episode (earns nothing); then one episode per
   # iteration of 12, 3 and 20 agent steps = 70 environment steps at repeat 2.
@@ -75,6 +66,7 @@ def test_ratio_needs_local_data_on_a_remote_only_learner(tiny_gin, tmp_path):
   assert 'train_eval.train_steps_per_iteration' in str(raised.value)
 
 
+@pytest.mark.slow  # two train_eval runs: ~40 s
 def test_env_step_budget_stops_the_run_in_physics_steps(tiny_gin, tmp_path):
   # Physics steps at repeat 2: warm-up 10, then 24 (34), 6 (40), 40 (80 >= 50): stop.
   root = tmp_path / 'run'
@@ -86,8 +78,7 @@ def test_env_step_budget_stops_the_run_in_physics_steps(tiny_gin, tmp_path):
   assert result['stopped_by'] == 'env_step_budget'
   assert result['iterations'] == 3 and result['physics_steps'] == 80
   # Resuming a run that has spent its budget does no more iterations.
-  gin.clear_config()
-  gin_files.parse(['dmc_cartpole_swingup.gin', 'tiny.gin'])
+  tiny_gin()  # the resume parses afresh, as a new process would
   again = learner.train_eval(
       str(root), experiment=counting_experiment(), num_iterations=100, env_step_budget=50,
       initial_collect_episodes=1, train_steps_per_iteration=None,

@@ -11,8 +11,11 @@ import pytest
 import tensorflow as tf
 from tf_agents.trajectories import time_step as ts
 
+import tiny_model
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TINY = ['--gin_file=dmc_cartpole_swingup.gin', '--gin_file=tiny.gin']
+pytestmark = pytest.mark.slow  # every test runs train_eval.py (or its exports) in other processes
+TINY = tiny_model.DMC_FLAGS
 
 
 def run_train_eval(root_dir, *args, timeout=300):

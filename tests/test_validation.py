@@ -10,9 +10,10 @@ from planet_tfa.programs import gin_files
 from planet_tfa import experiment as experiment_lib
 from planet_tfa import learner
 from planet_tfa import validation
+import tiny_model
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TINY = ['--gin_file=dmc_cartpole_swingup.gin', '--gin_file=tiny.gin']
+TINY = tiny_model.DMC_FLAGS
 
 
 class RecordingLoader:
@@ -26,11 +27,7 @@ class RecordingLoader:
     raise AssertionError('an environment was built before the settings were checked')
 
 
-@pytest.fixture(autouse=True)
-def clean_gin():
-  gin.clear_config()
-  yield
-  gin.clear_config()
+pytestmark = pytest.mark.usefixtures('clean_gin')
 
 
 def start_with(tmp_path, experiment_args=None, **kwargs):
@@ -120,6 +117,7 @@ def run_train_eval(root_dir, *args):
     ("load_dmc_pixels.domain_task='no-such-task'", [
         "load_dmc_pixels.domain_task='no-such-task'", 'cartpole-swingup', 'walker-walk']),
 ])
+@pytest.mark.slow  # train_eval in another process
 def test_train_eval_rejects_a_bad_binding_before_starting(tmp_path, binding, expected):
   root = tmp_path / 'run'
   result = run_train_eval(root, *TINY, f'--gin_param={binding}')
@@ -131,6 +129,7 @@ def test_train_eval_rejects_a_bad_binding_before_starting(tmp_path, binding, exp
   assert not root.exists(), 'nothing may be written for a bad setting'
 
 
+@pytest.mark.slow  # train_eval in another process
 def test_train_eval_rejects_a_root_dir_that_is_a_file(tmp_path):
   path = tmp_path / 'notes.txt'
   path.write_text('mine')
