@@ -45,8 +45,8 @@ def _user_errors():
             checkpoints.WorldModelMismatchError, encoders.ObservationSpecError,
             ConnectionError, tf.errors.InvalidArgumentError)
   try:
-    from planet_tfa.environments import carla_env
-    errors += (carla_env.CarlaEnvError,)
+    from planet_tfa.environments.carla import errors as carla_errors
+    errors += (carla_errors.CarlaEnvError,)
   except ImportError:
     pass
   return errors

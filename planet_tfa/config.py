@@ -35,7 +35,7 @@ def import_configurables():
   from planet_tfa.networks import encoders
   from planet_tfa.networks import rssm
   try:
-    from planet_tfa.environments import carla_env
+    from planet_tfa.environments.carla import env as carla_env
   except ImportError:
     pass
 

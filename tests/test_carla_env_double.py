@@ -13,7 +13,11 @@ import pytest
 from tf_agents.trajectories import time_step as ts
 
 import carla_double
-from planet_tfa.environments import carla_env
+from planet_tfa.environments.carla import client as carla_client
+from planet_tfa.environments.carla import env as carla_env
+from planet_tfa.environments.carla import errors as carla_errors
+from planet_tfa.environments.carla import reward as carla_reward
+from planet_tfa.environments.carla import specs as carla_specs
 
 THROTTLE, BRAKE = np.array([1.0, 0.0], np.float32), np.array([-1.0, 0.0], np.float32)
 
@@ -50,7 +54,7 @@ def drive(env, action, max_steps=200):
 
 
 def ours(server):
-  return server.actors(carla_env.ROLE_PREFIX)
+  return server.actors(carla_client.ROLE_PREFIX)
 
 
 def test_ticks_per_reset_and_step_and_sensor_data_of_the_ticked_frame(server):
@@ -66,7 +70,7 @@ def test_ticks_per_reset_and_step_and_sensor_data_of_the_ticked_frame(server):
     time_step = env.step(THROTTLE)
     assert server.frame == start + 1 + 3 * k
     assert camera_frame(time_step.observation) == server.frame
-  spec = carla_env.observation_spec()
+  spec = carla_specs.observation_spec()
   for key, value in time_step.observation.items():
     assert value.shape == spec[key].shape and value.dtype == spec[key].dtype
   assert time_step.observation['state'][2] > 0.5  # speed after 0.45 s of throttle
@@ -80,7 +84,7 @@ def test_collision_with_a_parked_vehicle_is_terminal(server):
                              carla_double.Transform(carla_double.Location(-8.0, 1.75, 0.5)))
   env = make_env()
   time_step = drive(env, THROTTLE)
-  assert env.get_info()['reason'] == carla_env.COLLISION
+  assert env.get_info()['reason'] == carla_reward.COLLISION
   assert time_step.discount == 0.0 and time_step.reward < -10.0
   assert parked.is_alive  # not ours: never destroyed by the adapter
   env.close()
@@ -89,13 +93,13 @@ def test_collision_with_a_parked_vehicle_is_terminal(server):
 def test_leaving_the_road_is_terminal(server):
   env = make_env()
   time_step = drive(env, np.array([1.0, 1.0], np.float32))  # full right lock
-  assert env.get_info()['reason'] == carla_env.OFF_ROAD and time_step.discount == 0.0
+  assert env.get_info()['reason'] == carla_reward.OFF_ROAD and time_step.discount == 0.0
   env.close()
 
 
 @pytest.mark.parametrize('overrides, reason', [
-    (dict(max_steps=5), carla_env.TIME_LIMIT),
-    (dict(stuck_steps=3, stuck_speed=0.5), carla_env.STUCK)])
+    (dict(max_steps=5), carla_reward.TIME_LIMIT),
+    (dict(stuck_steps=3, stuck_speed=0.5), carla_reward.STUCK)])
 def test_time_limit_and_stuck_are_truncations(server, overrides, reason):
   env = make_env(**overrides)
   time_step = drive(env, BRAKE)
@@ -116,7 +120,7 @@ def test_taking_the_unplanned_branch_at_a_junction_keeps_driving(server, monkeyp
       time_step = env.step(np.array([0.6, 0.0], np.float32))
       progress.append(env.get_info()['reward_terms']['progress'])
     info = env.get_info()
-    assert info['reason'] == carla_env.TIME_LIMIT, (seed, info)
+    assert info['reason'] == carla_reward.TIME_LIMIT, (seed, info)
     assert min(progress) >= 0.0 and info['arc_length'] > 40.0
     replans += info['route_replans']
     env.close()
@@ -132,7 +136,7 @@ def test_a_stalled_server_truncates_then_reconnect_destroys_the_stale_actors(
   server.hang()
   time_step = env.step(THROTTLE)
   assert time_step.is_last() and time_step.discount == 1.0
-  assert env.get_info()['reason'] == carla_env.SIMULATOR_ERROR
+  assert env.get_info()['reason'] == carla_reward.SIMULATOR_ERROR
   server.resume()
   time_step = env.reset()
   assert time_step.is_first()
@@ -187,7 +191,7 @@ def test_an_idle_env_accumulates_no_sensor_data(server):
     other.tick()  # someone else ticks the world while this env trains
   time_step = env.step(BRAKE)
   assert camera_frame(time_step.observation) == server.frame
-  buffer = carla_env.SensorBuffer(capacity=4)
+  buffer = carla_client.SensorBuffer(capacity=4)
   for item in range(1000):
     buffer.put(item)
   assert len(buffer) == 4 and buffer.get(timeout=0.1) == 996
@@ -219,10 +223,10 @@ def test_instances_use_their_own_simulator_and_traffic_manager_ports(server):
   assert len(server.ticking_clients) == 1 and len(second.ticking_clients) == 1
   first_env.close()
   second_env.close()
-  with pytest.raises(carla_env.CarlaPortError, match='CarlaEnv.instance'):
+  with pytest.raises(carla_errors.CarlaPortError, match='CarlaEnv.instance'):
     make_env(port=2010, tm_port=8000, instance=0)  # TM 8000 serves the server on 2000?
-  assert carla_env.instance_ports(2000, 8000, 3, 10) == (2030, 8030)
+  assert carla_client.instance_ports(2000, 8000, 3, 10) == (2030, 8030)
   with pytest.raises(ValueError, match='port_stride'):
-    carla_env.instance_ports(2000, 8000, 1, 2)
+    carla_client.instance_ports(2000, 8000, 1, 2)
   with pytest.raises(ValueError, match='CarlaEnv.tm_port=2002'):
-    carla_env.instance_ports(2000, 2002)
+    carla_client.instance_ports(2000, 2002)

@@ -1,6 +1,6 @@
 """gin/carla_sac.gin: it parses, and agent, policy and export build from CARLA's specs.
 
-No CARLA server runs here; the specs come from carla_env.observation_spec(),
+No CARLA server runs here; the specs come from carla_specs.observation_spec(),
 the same function the environment uses.
 """
 import json
@@ -18,7 +18,8 @@ from tf_agents.trajectories import time_step as ts
 from planet_tfa import config
 from planet_tfa import export
 from planet_tfa.agents import latent_sac_agent
-from planet_tfa.environments import carla_env
+from planet_tfa.environments.carla import client as carla_client
+from planet_tfa.environments.carla import specs as carla_specs
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY = ['RSSM.deter_size = 16', 'RSSM.stoch_size = 4', 'RSSM.hidden_size = 16',
@@ -30,8 +31,8 @@ TINY = ['RSSM.deter_size = 16', 'RSSM.stoch_size = 4', 'RSSM.hidden_size = 16',
 def carla_agent():
   config.parse(['carla_sac.gin'], TINY)
   try:
-    observation_spec = tensor_spec.from_spec(carla_env.observation_spec())
-    action_spec = tensor_spec.from_spec(carla_env.action_spec())
+    observation_spec = tensor_spec.from_spec(carla_specs.observation_spec())
+    action_spec = tensor_spec.from_spec(carla_specs.action_spec())
     agent = latent_sac_agent.LatentSacAgent(ts.time_step_spec(observation_spec), action_spec)
     yield agent
   finally:
@@ -111,10 +112,10 @@ def test_train_eval_runs_a_few_iterations_on_a_carla_server(tmp_path):
   names = {s.name for s in loaded.signatures['action'].structured_input_signature[1].values()}
   assert not any('birdeye' in n for n in names)
   # The run left the server as it should: nothing of ours, asynchronous.
-  carla = carla_env.import_carla()
+  carla = carla_client.import_carla()
   client = carla.Client(host, port)
   client.set_timeout(30.0)
   world = client.get_world()
   assert not [a for a in world.get_actors()
-              if a.attributes.get('role_name', '').startswith(carla_env.ROLE_PREFIX)]
+              if a.attributes.get('role_name', '').startswith(carla_client.ROLE_PREFIX)]
   assert not world.get_settings().synchronous_mode
