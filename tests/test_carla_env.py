@@ -26,6 +26,7 @@ from planet_tfa.environments.carla import errors as carla_errors
 from planet_tfa.environments.carla import geometry as carla_geometry
 from planet_tfa.environments.carla import reward as carla_reward
 from planet_tfa.environments.carla import route as carla_route
+from planet_tfa.environments.carla import settings as carla_settings
 from planet_tfa.environments.carla import specs as carla_specs
 
 GEOMETRY = carla_geometry.birdeye_geometry(64, 0.5, (0.75, 0.5))
@@ -67,7 +68,7 @@ def test_observation_and_action_specs():
 
 def test_gin_binds_observation_spec():
   with gin.unlock_config():
-    gin.parse_config('carla_env.observation_spec.image_size = 48')
+    gin.parse_config('carla.specs.observation_spec.image_size = 48')
   try:
     assert carla_specs.observation_spec()['birdeye'].shape == (48, 48, 3)
   finally:
@@ -413,7 +414,7 @@ def test_missing_carla_package_names_the_install_command(monkeypatch):
   with pytest.raises(ImportError, match=r"pip install -e '\.\[carla\]'"):
     carla_client.import_carla()
   for module in (carla_client, carla_env, carla_errors, carla_geometry, carla_reward, carla_route,
-                 carla_specs):
+                 carla_settings, carla_specs):
     assert 'carla' not in vars(module)  # The package itself never imports it.
 
 
@@ -429,12 +430,13 @@ def test_no_server_raises_connection_error_quickly():
   timeout_s = 2.0
   start = time.monotonic()
   with pytest.raises(carla_errors.CarlaConnectionError) as error:
-    carla_env.CarlaEnv(host='127.0.0.1', port=port, timeout_s=timeout_s)
+    carla_env.CarlaEnv(
+        server=carla_settings.ServerSettings(host='127.0.0.1', port=port, timeout_s=timeout_s))
   elapsed = time.monotonic() - start
   assert elapsed < timeout_s + 5.0
   message = str(error.value)
   for expected in ('127.0.0.1', str(port), '0.9.16', 'CarlaUE4.sh',
-                   '-carla-rpc-port=%d' % port, 'CarlaEnv.port'):
+                   '-carla-rpc-port=%d' % port, 'CarlaServer.port'):
     assert expected in message
   assert isinstance(error.value, ConnectionError)
 
@@ -444,8 +446,8 @@ def test_no_server_raises_connection_error_quickly():
 def test_gin_configures_the_env_endpoint():
   port = portpicker.pick_unused_port()
   with gin.unlock_config():
-    gin.parse_config(['CarlaEnv.host = "127.0.0.1"', 'CarlaEnv.port = %d' % port,
-                      'CarlaEnv.timeout_s = 1.0'])
+    gin.parse_config(['CarlaServer.host = "127.0.0.1"', 'CarlaServer.port = %d' % port,
+                      'CarlaServer.timeout_s = 1.0'])
   try:
     start = time.monotonic()
     with pytest.raises(carla_errors.CarlaConnectionError, match='127.0.0.1:%d' % port):
@@ -467,8 +469,11 @@ def test_end_to_end_with_a_server():
   """Steps a real server, then checks it was left clean: no actor of ours, asynchronous."""
   host, port = os.environ['CARLA_HOST'], int(os.environ.get('CARLA_PORT', 2000))
   env = carla_env.CarlaEnv(
-      host=host, port=port, tm_port=int(os.environ.get('CARLA_TM_PORT', 8000)),
-      timeout_s=30.0, num_vehicles=5, max_steps=5, seed=1)
+      server=carla_settings.ServerSettings(
+          host=host, port=port, tm_port=int(os.environ.get('CARLA_TM_PORT', 8000)),
+          timeout_s=30.0),
+      world=carla_settings.WorldSettings(num_vehicles=5, seed=1),
+      episode=carla_settings.EpisodeSettings(max_steps=5))
   try:
     step = env.reset()
     assert step.is_first()

@@ -17,6 +17,7 @@ from planet_tfa.environments.carla import client as carla_client
 from planet_tfa.environments.carla import env as carla_env
 from planet_tfa.environments.carla import errors as carla_errors
 from planet_tfa.environments.carla import reward as carla_reward
+from planet_tfa.environments.carla import settings as carla_settings
 from planet_tfa.environments.carla import specs as carla_specs
 
 THROTTLE, BRAKE = np.array([1.0, 0.0], np.float32), np.array([-1.0, 0.0], np.float32)
@@ -31,12 +32,22 @@ def server(monkeypatch):
   carla_double.stop_all()
 
 
-def make_env(**overrides):
-  settings = dict(num_vehicles=0, action_repeat=2, max_steps=60, stuck_steps=0, seed=0,
-                  timeout_s=1.0, sensor_timeout_s=2.0, reconnect_attempts=3,
-                  reconnect_initial_delay_s=0.01, reconnect_deadline_s=5.0)
-  settings.update(overrides)
-  return carla_env.CarlaEnv(**settings)
+SETTINGS = dict(server=carla_settings.ServerSettings, world=carla_settings.WorldSettings,
+                sensors=carla_settings.SensorSettings, lidar=carla_settings.LidarSettings,
+                route=carla_settings.RouteSettings, reward=carla_settings.RewardSettings,
+                episode=carla_settings.EpisodeSettings)
+
+
+def make_env(instance=0, **overrides):
+  """CarlaEnv on the double with short time-outs; overrides per group, e.g. episode={...}."""
+  groups = dict(server=dict(timeout_s=1.0, reconnect_attempts=3, reconnect_initial_delay_s=0.01,
+                            reconnect_deadline_s=5.0),
+                world=dict(num_vehicles=0, seed=0), sensors=dict(timeout_s=2.0),
+                episode=dict(action_repeat=2, max_steps=60, stuck_steps=0))
+  for group, values in overrides.items():
+    groups.setdefault(group, {}).update(values)
+  return carla_env.CarlaEnv(
+      instance=instance, **{group: SETTINGS[group](**values) for group, values in groups.items()})
 
 
 def camera_frame(observation):
@@ -58,7 +69,7 @@ def ours(server):
 
 
 def test_ticks_per_reset_and_step_and_sensor_data_of_the_ticked_frame(server):
-  env = make_env(action_repeat=3)
+  env = make_env(episode=dict(action_repeat=3))
   settings = server.settings
   assert settings.synchronous_mode and settings.fixed_delta_seconds == 0.05
   assert server.tm_synchronous == {8000: True}
@@ -98,8 +109,8 @@ def test_leaving_the_road_is_terminal(server):
 
 
 @pytest.mark.parametrize('overrides, reason', [
-    (dict(max_steps=5), carla_reward.TIME_LIMIT),
-    (dict(stuck_steps=3, stuck_speed=0.5), carla_reward.STUCK)])
+    (dict(episode=dict(max_steps=5)), carla_reward.TIME_LIMIT),
+    (dict(episode=dict(stuck_steps=3, stuck_speed=0.5)), carla_reward.STUCK)])
 def test_time_limit_and_stuck_are_truncations(server, overrides, reason):
   env = make_env(**overrides)
   time_step = drive(env, BRAKE)
@@ -113,7 +124,8 @@ def test_taking_the_unplanned_branch_at_a_junction_keeps_driving(server, monkeyp
   monkeypatch.setattr(carla_double, 'SPAWN_POINTS', [(0, 200.0)])  # 20 m before the fork
   replans = 0
   for seed in range(4):
-    env = make_env(seed=seed, max_steps=70, target_speed=20.0)
+    env = make_env(world=dict(seed=seed), episode=dict(max_steps=70),
+                   reward=dict(target_speed=20.0))
     time_step = env.reset()
     progress = []
     while not time_step.is_last():
@@ -130,7 +142,7 @@ def test_taking_the_unplanned_branch_at_a_junction_keeps_driving(server, monkeyp
 def test_a_stalled_server_truncates_then_reconnect_destroys_the_stale_actors(
     server, monkeypatch):
   monkeypatch.setattr(carla_double, 'SPAWN_POINTS', [(0, 100.0), (1, 40.0), (2, 60.0)])
-  env = make_env(num_vehicles=2)
+  env = make_env(world=dict(num_vehicles=2))
   env.reset()
   assert len(ours(server)) == 1 + 3 + 2
   server.hang()
@@ -159,7 +171,7 @@ def test_a_restarted_server_is_reconnected_and_resynchronised(server):
 
 def test_close_leaves_no_actor_of_ours_and_an_asynchronous_world(server, monkeypatch):
   monkeypatch.setattr(carla_double, 'SPAWN_POINTS', [(0, 100.0), (1, 40.0), (2, 60.0)])
-  env = make_env(num_vehicles=2)
+  env = make_env(world=dict(num_vehicles=2))
   env.reset()
   env.step(THROTTLE)
   env.close()
@@ -171,7 +183,7 @@ def test_close_leaves_no_actor_of_ours_and_an_asynchronous_world(server, monkeyp
 
 def test_a_crashed_runs_actors_and_settings_are_cleaned_on_connect(server, monkeypatch):
   monkeypatch.setattr(carla_double, 'SPAWN_POINTS', [(0, 100.0), (1, 40.0), (2, 60.0)])
-  crashed = make_env(num_vehicles=2)
+  crashed = make_env(world=dict(num_vehicles=2))
   crashed.reset()  # then the process "dies": no close()
   server.settings.no_rendering_mode = True
   env = make_env()
@@ -202,8 +214,8 @@ def test_lidar_is_a_full_deterministic_sweep_by_default(server):
   world = carla_double.Client('localhost', 2000).get_world()
   world.spawn_actor(world.get_blueprint_library().find('vehicle.audi.a2'),
                     carla_double.Transform(carla_double.Location(-5.0, 1.75, 0.5)))
-  for overrides, deterministic in ((dict(), True), (dict(lidar_dropoff_general_rate=0.45),
-                                                     False)):
+  for overrides, deterministic in ((dict(), True),
+                                   (dict(lidar=dict(dropoff_general_rate=0.45)), False)):
     env = make_env(**overrides)
     env.reset()
     images = [env.step(BRAKE).observation['lidar'] for _ in range(3)]
@@ -224,9 +236,9 @@ def test_instances_use_their_own_simulator_and_traffic_manager_ports(server):
   first_env.close()
   second_env.close()
   with pytest.raises(carla_errors.CarlaPortError, match='CarlaEnv.instance'):
-    make_env(port=2010, tm_port=8000, instance=0)  # TM 8000 serves the server on 2000?
+    make_env(server=dict(port=2010, tm_port=8000), instance=0)  # TM 8000 serves the server on 2000?
   assert carla_client.instance_ports(2000, 8000, 3, 10) == (2030, 8030)
   with pytest.raises(ValueError, match='port_stride'):
     carla_client.instance_ports(2000, 8000, 1, 2)
-  with pytest.raises(ValueError, match='CarlaEnv.tm_port=2002'):
+  with pytest.raises(ValueError, match='CarlaServer.tm_port=2002'):
     carla_client.instance_ports(2000, 2002)

@@ -43,7 +43,7 @@ def test_carla_gin_binds_the_simulator_and_sensor_keys():
   config.parse(['carla_sac.gin'])
   try:
     assert gin.query_parameter('load_environment.loader').selector == 'CarlaEnv'
-    assert gin.query_parameter('CarlaEnv.port') == 2000
+    assert gin.query_parameter('CarlaServer.port') == 2000
     assert gin.query_parameter('WorldModel.encoder_keys') == ['camera', 'lidar']
     assert 'birdeye' in gin.query_parameter('WorldModel.decoder_keys')
     assert gin.query_parameter('LatentSacAgent.target_entropy') == -2.0
@@ -95,9 +95,9 @@ def test_train_eval_runs_a_few_iterations_on_a_carla_server(tmp_path):
   host = os.environ['CARLA_HOST']
   port = int(os.environ.get('CARLA_PORT', '2000'))
   tm_port = int(os.environ.get('CARLA_TM_PORT', '8000'))
-  params = TINY + [f'CarlaEnv.host = "{host}"', f'CarlaEnv.port = {port}',
-                   f'CarlaEnv.tm_port = {tm_port}', 'CarlaEnv.max_steps = 40',
-                   'CarlaEnv.num_vehicles = 5', 'train_eval.num_iterations = 2',
+  params = TINY + [f'CarlaServer.host = "{host}"', f'CarlaServer.port = {port}',
+                   f'CarlaServer.tm_port = {tm_port}', 'CarlaEpisode.max_steps = 40',
+                   'CarlaWorld.num_vehicles = 5', 'train_eval.num_iterations = 2',
                    'train_eval.initial_collect_episodes = 1',
                    'train_eval.train_steps_per_iteration = 2', 'train_eval.batch_size = 4',
                    'train_eval.eval_interval = 2', 'train_eval.checkpoint_interval = 1']

@@ -20,8 +20,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TESTS = os.path.join(REPO, 'tests')
 TINY = ['RSSM.deter_size = 16', 'RSSM.stoch_size = 4', 'RSSM.hidden_size = 16',
         'WorldModel.image_depth = 4', 'LatentSacAgent.actor_fc_layers = (16,)',
-        'LatentSacAgent.critic_fc_layers = (16,)', 'CarlaEnv.max_steps = 12',
-        'CarlaEnv.num_vehicles = 2', 'CarlaEnv.timeout_s = 2.0',
+        'LatentSacAgent.critic_fc_layers = (16,)', 'CarlaEpisode.max_steps = 12',
+        'CarlaWorld.num_vehicles = 2', 'CarlaServer.timeout_s = 2.0',
         'train_eval.initial_collect_episodes = 1', 'train_eval.train_steps_per_iteration = 2',
         'train_eval.batch_size = 4', 'train_eval.eval_interval = 2',
         'train_eval.checkpoint_interval = 1', 'train_eval.image_summary_interval = 1',

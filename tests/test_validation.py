@@ -9,6 +9,7 @@ import pytest
 from planet_tfa import config
 from planet_tfa import run
 from planet_tfa import validation
+from planet_tfa.renamed_bindings import RENAMED_BINDINGS
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY = ['--gin_file=dmc_cartpole_swingup.gin', '--gin_file=tiny.gin']
@@ -152,3 +153,24 @@ def test_a_run_config_of_an_older_version_upgrades_renamed_bindings():
   assert config.upgrade_renamed(old) == ('window_stride.stride_length = 2\n'
                                          'eval/window_stride.stride_length = 2\n'
                                          'make_experience_table.capacity_env_steps = 100\n')
+
+
+def test_old_flat_carla_bindings_fail_naming_their_settings_group():
+  for old, new in (('CarlaEnv.lidar_range', 'CarlaLidar.range'),
+                   ('CarlaEnv.max_steps', 'CarlaEpisode.max_steps'),
+                   ('CarlaEnv.sensor_timeout_s', 'CarlaSensors.timeout_s')):
+    gin.clear_config()
+    with pytest.raises(config.ConfigError) as raised:
+      config.parse(['carla_sac.gin'], [f'{old} = 4'])
+    assert f'`{old}` is now `{new}`' in str(raised.value)
+
+
+def test_an_old_carla_run_config_loads_under_the_settings_groups():
+  """Every flat CarlaEnv parameter an old operative_config.gin holds names an existing one."""
+  config.import_configurables()
+  old = ''.join(f'{name} = None\n' for name in RENAMED_BINDINGS if name.startswith('CarlaEnv.'))
+  upgraded = config.upgrade_renamed(old + 'collect/CarlaEnv.instance = 1\n')
+  lines = upgraded.splitlines()
+  assert 'CarlaServer.port = None' in lines and 'CarlaServer.port_stride = None' in lines
+  assert upgraded.count('CarlaEnv.') == 1  # instance stays on the env
+  gin.parse_config(upgraded)  # an unknown parameter would raise here

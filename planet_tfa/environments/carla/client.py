@@ -69,8 +69,8 @@ def connection_error_message(host, port, version, timeout_s, cause):
       'No CARLA server answered at %s:%s within %gs (CARLA client %s): %s. '
       'Start a CARLA %s server there, e.g. `./CarlaUE4.sh -carla-rpc-port=%s` '
       '(the server must be the same version as the client), or point the '
-      'environment at a running one with gin: CarlaEnv.host = "..." and '
-      'CarlaEnv.port = ....' % (host, port, timeout_s, version, cause, version,
+      'environment at a running one with gin: CarlaServer.host = "..." and '
+      'CarlaServer.port = ....' % (host, port, timeout_s, version, cause, version,
                                 port))
 
 
@@ -85,14 +85,14 @@ def instance_ports(port, tm_port, instance=0, port_stride=10):
     raise ValueError('CarlaEnv.instance must be >= 0, got %d' % instance)
   if instance and port_stride < SERVER_PORTS:
     raise ValueError(
-        'CarlaEnv.port_stride=%d is too small: a CARLA server listens on %d consecutive '
+        'CarlaServer.port_stride=%d is too small: a CARLA server listens on %d consecutive '
         'ports (port, port+1 streaming, port+2), so instances need a stride of at least %d'
         % (port_stride, SERVER_PORTS, SERVER_PORTS))
   port += instance * port_stride
   tm_port += instance * port_stride
   if 0 <= tm_port - port < SERVER_PORTS:
     raise ValueError(
-        'CarlaEnv.tm_port=%d collides with the CARLA server ports %d-%d (CarlaEnv.port); '
+        'CarlaServer.tm_port=%d collides with the CARLA server ports %d-%d (CarlaServer.port); '
         'choose a Traffic Manager port outside them, e.g. 8000'
         % (tm_port, port, port + SERVER_PORTS - 1))
   return port, tm_port
@@ -112,6 +112,107 @@ def connect(host, port, timeout_s, check_version=True):
   if check_version:
     check_versions(version, server_version)
   return client
+
+
+def server_alive(client):
+  try:
+    client.get_server_version()
+    return True
+  except RuntimeError:
+    return False
+
+
+def load_town(client, world, town, timeout_s, load_world_timeout_s):
+  """(world, map): the server's `world`, or `town` loaded if another one is (town None: any)."""
+  town_map = world.get_map()
+  if town and town_map.name.split('/')[-1] != town:
+    client.set_timeout(load_world_timeout_s)
+    try:
+      world = client.load_world(town)
+    finally:
+      client.set_timeout(timeout_s)
+    town_map = world.get_map()
+  return world, town_map
+
+
+def destroy_leftovers(client, world):
+  """Destroys actors tagged ROLE_PREFIX: a crashed run's, or ours before a fault."""
+  carla = import_carla()
+  leftovers = [actor for actor in world.get_actors()
+               if actor.attributes.get('role_name', '').startswith(ROLE_PREFIX)]
+  if not leftovers:
+    return
+  logging.warning('destroying %d actor(s) an earlier run of this adapter left in the '
+                  'world', len(leftovers))
+  # Sensors first: their streams must not outlive the vehicles they ride on.
+  leftovers.sort(key=lambda actor: not actor.type_id.startswith('sensor.'))
+  client.apply_batch_sync([carla.command.DestroyActor(actor.id) for actor in leftovers],
+                          False)
+
+
+def set_synchronous(world, fixed_delta_seconds, no_rendering_mode):
+  """Synchronous mode with a fixed tick, every setting explicit.
+
+  None is inherited from whoever used the server before (a crashed run leaves
+  it synchronous).
+  """
+  settings = world.get_settings()
+  settings.synchronous_mode = True
+  settings.fixed_delta_seconds = fixed_delta_seconds
+  settings.no_rendering_mode = no_rendering_mode
+  world.apply_settings(settings)
+
+
+def synchronous_traffic_manager(client, tm_port, host, port, seed):
+  """The Traffic Manager on tm_port, synchronous and seeded; CarlaPortError if the port is taken."""
+  try:
+    traffic_manager = client.get_trafficmanager(tm_port)
+  except RuntimeError as error:
+    if not server_alive(client):
+      raise
+    raise errors.CarlaPortError(
+        'the Traffic Manager port %d is not free for the CARLA server at %s:%d: %s. '
+        'Each process on a host needs its own server and TM port: set CarlaEnv.instance '
+        '(collectors do) or CarlaServer.tm_port.' % (tm_port, host, port, error)) from error
+  traffic_manager.set_synchronous_mode(True)
+  if seed is not None:
+    traffic_manager.set_random_device_seed(int(seed))
+  return traffic_manager
+
+
+def set_weather(world, preset):
+  """Applies a carla.WeatherParameters preset by name (None or '': leaves the weather)."""
+  if not preset:
+    return
+  carla = import_carla()
+  weather = getattr(carla.WeatherParameters, preset, None)
+  if not isinstance(weather, carla.WeatherParameters):
+    raise ValueError('unknown CARLA weather preset %r (e.g. ClearNoon, WetCloudySunset)'
+                     % preset)
+  world.set_weather(weather)
+
+
+def restore_asynchronous(world, traffic_manager):
+  """Leaves the world asynchronous with a variable time step, CARLA's default.
+
+  Not "the settings found on connect": those may be a crashed run's
+  synchronous ones, which would freeze the server for every later client.
+  Either may be None (never reached); failures are logged, not raised.
+  """
+  if traffic_manager is not None:
+    try:
+      traffic_manager.set_synchronous_mode(False)
+    except RuntimeError as error:
+      logging.warning('could not release the traffic manager: %s', error)
+  if world is not None:
+    try:
+      settings = world.get_settings()
+      settings.synchronous_mode = False
+      settings.fixed_delta_seconds = None
+      settings.no_rendering_mode = False
+      world.apply_settings(settings)
+    except RuntimeError as error:
+      logging.warning('could not restore the CARLA world settings: %s', error)
 
 
 def retry_with_backoff(attempt_fn, max_attempts=5, initial_delay_s=1.0,

@@ -5,6 +5,7 @@ in the sibling modules as numpy functions; this module spawns actors, ticks
 the world and hands simulator data to them.
 """
 import collections
+import dataclasses
 import logging
 import math
 
@@ -18,6 +19,7 @@ from planet_tfa.environments.carla import errors
 from planet_tfa.environments.carla import geometry
 from planet_tfa.environments.carla import reward
 from planet_tfa.environments.carla import route
+from planet_tfa.environments.carla import settings
 from planet_tfa.environments.carla import specs
 
 
@@ -35,108 +37,33 @@ class CarlaEnv(py_environment.PyEnvironment):
   context manager) to put the world back in asynchronous mode: a synchronous
   server left without its ticking client freezes every later client.
 
-  `instance` K (a collector's number) moves both the simulator port and the
-  Traffic Manager port up by K * port_stride, so N processes on one host talk
-  to N servers without colliding.
+  Its settings come in groups (settings.py: CarlaServer, CarlaWorld,
+  CarlaSensors, CarlaLidar, CarlaRoute, CarlaReward, CarlaEpisode). `instance`
+  K (a collector's number) moves both the simulator port and the Traffic
+  Manager port up by K * CarlaServer.port_stride, so N processes on one host
+  talk to N servers without colliding.
   """
 
-  def __init__(self,
-               host='localhost',
-               port=2000,
-               timeout_s=10.0,
-               load_world_timeout_s=120.0,
-               tm_port=8000,
-               instance=0,
-               port_stride=10,
-               no_rendering_mode=False,
-               town='Town03',
-               weather='ClearNoon',
-               seed=0,
-               num_vehicles=20,
-               ego_blueprint='vehicle.tesla.model3',
-               fixed_delta_seconds=0.05,
-               action_repeat=2,
-               max_steps=1000,
-               image_size=64,
-               camera_fov=90.0,
-               meters_per_pixel=0.5,
-               ego_position=(0.75, 0.5),
-               lidar_range=32.0,
-               lidar_height=2.4,
-               lidar_channels=32,
-               lidar_points_per_second=100000,
-               lidar_upper_fov=10.0,
-               lidar_lower_fov=-30.0,
-               lidar_dropoff_general_rate=0.0,
-               lidar_dropoff_intensity_limit=1.0,
-               lidar_dropoff_zero_intensity=0.0,
-               lidar_noise_stddev=0.0,
-               ground_tolerance=0.4,
-               max_obstacle_height=4.0,
-               target_speed=8.0,
-               lane_threshold=1.0,
-               off_road_distance=3.0,
-               collision_penalty=50.0,
-               lane_departure_weight=1.0,
-               jerk_weight=0.5,
-               overspeed_weight=1.0,
-               stuck_speed=0.5,
-               stuck_steps=100,
-               terminal_reasons=reward.TERMINAL_REASONS,
-               route_spacing=2.0,
-               route_lookahead=100.0,
-               route_replan_distance=1.75,
-               road_spacing=2.0,
-               front_max_distance=50.0,
-               spawn_retries=20,
-               sensor_timeout_s=10.0,
-               sensor_buffer_size=4,
-               reconnect_attempts=6,
-               reconnect_initial_delay_s=1.0,
-               reconnect_max_delay_s=30.0,
-               reconnect_deadline_s=180.0,
-               check_version=True):
+  def __init__(self, server=None, world=None, sensors=None, lidar=None, route=None,
+               reward=None, episode=None, instance=0):
+    """Groups left None take their gin-configured settings (CarlaServer, ...; settings.py)."""
     super().__init__(handle_auto_reset=True)
-    self._port, self._tm_port = client.instance_ports(port, tm_port, instance, port_stride)
-    self._host, self._timeout_s = host, float(timeout_s)
-    self._load_world_timeout_s = float(load_world_timeout_s)
-    self._town, self._weather, self._seed = town, weather, seed
-    self._no_rendering_mode = bool(no_rendering_mode)
-    self._num_vehicles, self._ego_blueprint = int(num_vehicles), ego_blueprint
-    self._dt, self._action_repeat = float(fixed_delta_seconds), int(action_repeat)
-    self._max_steps, self._image_size, self._camera_fov = max_steps, image_size, camera_fov
-    self._geometry = geometry.birdeye_geometry(image_size, meters_per_pixel, ego_position)
-    self._lidar = dict(range=lidar_range, height=lidar_height, channels=lidar_channels,
-                       points_per_second=lidar_points_per_second,
-                       upper_fov=lidar_upper_fov, lower_fov=lidar_lower_fov,
-                       ground_tolerance=ground_tolerance, max_height=max_obstacle_height)
-    # CARLA's defaults drop ~45% of the points at random; the adapter asks for a
-    # full, deterministic sweep unless gin says otherwise.
-    self._lidar_blueprint = dict(
-        dropoff_general_rate=lidar_dropoff_general_rate,
-        dropoff_intensity_limit=lidar_dropoff_intensity_limit,
-        dropoff_zero_intensity=lidar_dropoff_zero_intensity,
-        noise_stddev=lidar_noise_stddev)
-    self._reward_kwargs = dict(
-        target_speed=target_speed, step_seconds=self._dt * self._action_repeat,
-        lane_threshold=lane_threshold, collision_penalty=collision_penalty,
-        lane_departure_weight=lane_departure_weight, jerk_weight=jerk_weight,
-        overspeed_weight=overspeed_weight)
-    self._off_road_distance, self._stuck_speed = off_road_distance, stuck_speed
-    self._stuck_steps, self._terminal_reasons = stuck_steps, tuple(terminal_reasons)
-    self._route_spacing, self._route_lookahead = route_spacing, route_lookahead
-    self._route_replan_distance = float(route_replan_distance)
-    self._sensor_buffer_size = int(sensor_buffer_size)
-    self._road_spacing, self._front_max_distance = road_spacing, front_max_distance
-    self._spawn_retries, self._sensor_timeout_s = spawn_retries, sensor_timeout_s
-    self._reconnect = dict(max_attempts=reconnect_attempts,
-                           initial_delay_s=reconnect_initial_delay_s,
-                           max_delay_s=reconnect_max_delay_s,
-                           deadline_s=reconnect_deadline_s)
-    self._check_version = check_version
-    self._observation_spec = specs.observation_spec(image_size, specs.STATE_SIZE)
+    self._server_settings = server = server or settings.ServerSettings()
+    self._world_settings = world = world or settings.WorldSettings()
+    self._sensor_settings = sensors = sensors or settings.SensorSettings()
+    self._lidar_settings = lidar or settings.LidarSettings()
+    self._route_settings = route or settings.RouteSettings()
+    self._reward_settings = reward or settings.RewardSettings()
+    self._episode_settings = episode or settings.EpisodeSettings()
+    self._port, self._tm_port = client.instance_ports(server.port, server.tm_port, instance,
+                                                      server.port_stride)
+    self._dt = world.fixed_delta_seconds
+    self._step_seconds = self._dt * self._episode_settings.action_repeat
+    self._geometry = geometry.birdeye_geometry(sensors.image_size, sensors.meters_per_pixel,
+                                               sensors.ego_position)
+    self._observation_spec = specs.observation_spec(sensors.image_size, specs.STATE_SIZE)
     self._action_spec = specs.action_spec()
-    self._rng = np.random.default_rng(seed)
+    self._rng = np.random.default_rng(world.seed)
 
     self._carla = None
     self._client = self._world = self._map = self._traffic_manager = None
@@ -155,7 +82,7 @@ class CarlaEnv(py_environment.PyEnvironment):
   @property
   def action_repeat(self):
     """Simulator ticks per agent step: the environment steps of `schedule`."""
-    return self._action_repeat
+    return self._episode_settings.action_repeat
 
   def observation_spec(self):
     return self._observation_spec
@@ -176,58 +103,19 @@ class CarlaEnv(py_environment.PyEnvironment):
 
   def _connect_and_configure(self):
     """Connects, loads the town, clears our leftovers, sets synchronous mode (world and TM)."""
+    server, world = self._server_settings, self._world_settings
     self._carla = client.import_carla()
-    self._client = client.connect(self._host, self._port, self._timeout_s, self._check_version)
-    world = self._client.get_world()
-    self._world, self._map = world, world.get_map()
-    if self._town and self._map.name.split('/')[-1] != self._town:
-      self._client.set_timeout(self._load_world_timeout_s)
-      try:
-        self._world = self._client.load_world(self._town)
-      finally:
-        self._client.set_timeout(self._timeout_s)
-      self._map = self._world.get_map()
-    self._destroy_leftovers()
-    # Every setting this env relies on is set, none inherited from whoever
-    # used the server before (a crashed run leaves it synchronous).
-    settings = self._world.get_settings()
-    settings.synchronous_mode = True
-    settings.fixed_delta_seconds = self._dt
-    settings.no_rendering_mode = self._no_rendering_mode
-    self._world.apply_settings(settings)
-    try:
-      self._traffic_manager = self._client.get_trafficmanager(self._tm_port)
-    except RuntimeError as error:
-      if not self._server_alive():
-        raise
-      raise errors.CarlaPortError(
-          'the Traffic Manager port %d is not free for the CARLA server at %s:%d: %s. '
-          'Each process on a host needs its own server and TM port: set CarlaEnv.instance '
-          '(collectors do) or CarlaEnv.tm_port.' % (self._tm_port, self._host, self._port,
-                                                    error)) from error
-    self._traffic_manager.set_synchronous_mode(True)
-    if self._seed is not None:
-      self._traffic_manager.set_random_device_seed(int(self._seed))
-    if self._weather:
-      weather = getattr(self._carla.WeatherParameters, self._weather, None)
-      if not isinstance(weather, self._carla.WeatherParameters):
-        raise ValueError('unknown CARLA weather preset %r (e.g. ClearNoon, WetCloudySunset)'
-                         % self._weather)
-      self._world.set_weather(weather)
-    self._world.tick(self._timeout_s)
-
-  def _destroy_leftovers(self):
-    """Destroys actors tagged ROLE_PREFIX: a crashed run's, or ours before a fault."""
-    leftovers = [actor for actor in self._world.get_actors()
-                 if actor.attributes.get('role_name', '').startswith(client.ROLE_PREFIX)]
-    if not leftovers:
-      return
-    logging.warning('destroying %d actor(s) an earlier run of this adapter left in the '
-                    'world', len(leftovers))
-    # Sensors first: their streams must not outlive the vehicles they ride on.
-    leftovers.sort(key=lambda actor: not actor.type_id.startswith('sensor.'))
-    self._client.apply_batch_sync(
-        [self._carla.command.DestroyActor(actor.id) for actor in leftovers], False)
+    self._client = client.connect(server.host, self._port, server.timeout_s,
+                                  server.check_version)
+    self._world = self._client.get_world()  # what close() restores if loading fails
+    self._world, self._map = client.load_town(self._client, self._world, world.town,
+                                              server.timeout_s, server.load_world_timeout_s)
+    client.destroy_leftovers(self._client, self._world)
+    client.set_synchronous(self._world, self._dt, world.no_rendering_mode)
+    self._traffic_manager = client.synchronous_traffic_manager(
+        self._client, self._tm_port, server.host, self._port, world.seed)
+    client.set_weather(self._world, world.weather)
+    self._world.tick(server.timeout_s)
 
   def _reconnect_with_backoff(self):
     """After a fault: reconnect with backoff, giving up with CarlaConnectionError.
@@ -236,7 +124,8 @@ class CarlaEnv(py_environment.PyEnvironment):
     on a dead server); connecting destroys them by their role_name tag, unless
     the server restarted and took them with it.
     """
-    logging.warning('reconnecting to CARLA at %s:%s', self._host, self._port)
+    where = '%s:%s' % (self._server_settings.host, self._port)
+    logging.warning('reconnecting to CARLA at %s', where)
     for sensor in self._sensors:
       try:
         sensor.stop()
@@ -244,38 +133,9 @@ class CarlaEnv(py_environment.PyEnvironment):
         pass
     self._clear_episode_state()
     self._client = self._world = self._map = self._traffic_manager = None
-    client.retry_with_backoff(self._connect_and_configure,
-                              what='CARLA server at %s:%s' % (self._host, self._port),
-                              **self._reconnect)
+    client.retry_with_backoff(self._connect_and_configure, what='CARLA server at ' + where,
+                              **self._server_settings.reconnect_kwargs())
     self._needs_reconnect = False
-
-  def _server_alive(self):
-    try:
-      self._client.get_server_version()
-      return True
-    except RuntimeError:
-      return False
-
-  def _restore_world(self):
-    """Leaves the world asynchronous with a variable time step, CARLA's default.
-
-    Not "the settings found on connect": those may be a crashed run's
-    synchronous ones, which would freeze the server for every later client.
-    """
-    if self._traffic_manager is not None:
-      try:
-        self._traffic_manager.set_synchronous_mode(False)
-      except RuntimeError as error:
-        logging.warning('could not release the traffic manager: %s', error)
-    if self._world is not None:
-      try:
-        settings = self._world.get_settings()
-        settings.synchronous_mode = False
-        settings.fixed_delta_seconds = None
-        settings.no_rendering_mode = False
-        self._world.apply_settings(settings)
-      except RuntimeError as error:
-        logging.warning('could not restore the CARLA world settings: %s', error)
 
   def close(self):
     """Destroys sensors and actors, then restores the world settings (even if that fails).
@@ -283,14 +143,15 @@ class CarlaEnv(py_environment.PyEnvironment):
     After a fault, a server that no longer answers is not cleaned up: every
     call would wait a full timeout for nothing.
     """
-    if self._client is None or (self._needs_reconnect and not self._server_alive()):
+    if self._client is None or (self._needs_reconnect
+                                and not client.server_alive(self._client)):
       self._clear_episode_state()
       self._client = self._world = self._map = self._traffic_manager = None
       return
     try:
       self._destroy_actors()
     finally:
-      self._restore_world()
+      client.restore_asynchronous(self._world, self._traffic_manager)
       self._client = self._world = self._map = self._traffic_manager = None
 
   # ---- actors ----
@@ -299,8 +160,8 @@ class CarlaEnv(py_environment.PyEnvironment):
     self._ego = None
     self._sensors = []
     self._traffic = []
-    self._camera_queue = client.SensorBuffer(self._sensor_buffer_size)
-    self._lidar_queue = client.SensorBuffer(self._sensor_buffer_size)
+    self._camera_queue = client.SensorBuffer(self._sensor_settings.buffer_size)
+    self._lidar_queue = client.SensorBuffer(self._sensor_settings.buffer_size)
     self._collision_frames = []
     self._route_waypoints = []
     self._route_xy = np.zeros((0, 2))
@@ -335,37 +196,32 @@ class CarlaEnv(py_environment.PyEnvironment):
     self._clear_episode_state()
 
   def _spawn_ego(self, spawn_points):
-    blueprint = self._world.get_blueprint_library().find(self._ego_blueprint)
+    blueprint = self._world.get_blueprint_library().find(self._world_settings.ego_blueprint)
     blueprint.set_attribute('role_name', client.ROLE_PREFIX + '_hero')
     order = self._rng.permutation(len(spawn_points))
-    for index in order[:self._spawn_retries]:
+    for index in order[:self._world_settings.spawn_retries]:
       lane = self._map.get_waypoint(spawn_points[index].location)
-      if lane is None or not lane.next(self._route_spacing):
+      if lane is None or not lane.next(self._route_settings.spacing):
         continue  # A dead end leaves no route to follow.
       ego = self._world.try_spawn_actor(blueprint, spawn_points[index])
       if ego is not None:
         return ego, int(index)
+    world = self._world_settings
     raise errors.CarlaSpawnError('could not spawn %s at any of %d random spawn points of %s'
-                                 % (self._ego_blueprint, min(self._spawn_retries,
-                                                             len(spawn_points)), self._town))
+                                 % (world.ego_blueprint,
+                                    min(world.spawn_retries, len(spawn_points)), world.town))
 
   def _spawn_sensors(self):
     carla, library = self._carla, self._world.get_blueprint_library()
     camera_bp = library.find('sensor.camera.rgb')
-    camera_bp.set_attribute('image_size_x', str(self._image_size))
-    camera_bp.set_attribute('image_size_y', str(self._image_size))
-    camera_bp.set_attribute('fov', str(self._camera_fov))
+    sensors = self._sensor_settings
+    camera_bp.set_attribute('image_size_x', str(sensors.image_size))
+    camera_bp.set_attribute('image_size_y', str(sensors.image_size))
+    camera_bp.set_attribute('fov', str(sensors.camera_fov))
     lidar_bp = library.find('sensor.lidar.ray_cast')
-    for key, value in self._lidar_blueprint.items():
-      lidar_bp.set_attribute(key, str(value))
     # One full turn per tick, so every tick's sweep covers 360 degrees.
-    for key, value in (('range', self._lidar['range']),
-                       ('channels', self._lidar['channels']),
-                       ('points_per_second', self._lidar['points_per_second']),
-                       ('rotation_frequency', 1.0 / self._dt),
-                       ('upper_fov', self._lidar['upper_fov']),
-                       ('lower_fov', self._lidar['lower_fov'])):
-      lidar_bp.set_attribute(key, str(value))
+    for key, value in self._lidar_settings.blueprint_attributes(self._dt).items():
+      lidar_bp.set_attribute(key, value)
     collision_bp = library.find('sensor.other.collision')
     for blueprint, name in ((camera_bp, 'camera'), (lidar_bp, 'lidar'),
                             (collision_bp, 'collision')):
@@ -374,7 +230,7 @@ class CarlaEnv(py_environment.PyEnvironment):
         camera_bp, carla.Transform(carla.Location(x=1.5, z=2.0)), attach_to=self._ego)
     self._sensors.append(camera)
     lidar = self._world.spawn_actor(
-        lidar_bp, carla.Transform(carla.Location(z=self._lidar['height'])),
+        lidar_bp, carla.Transform(carla.Location(z=self._lidar_settings.height)),
         attach_to=self._ego)
     self._sensors.append(lidar)
     collision = self._world.spawn_actor(collision_bp, carla.Transform(),
@@ -386,7 +242,7 @@ class CarlaEnv(py_environment.PyEnvironment):
     collision.listen(lambda event: frames.append(event.frame))
 
   def _spawn_traffic(self, spawn_points, ego_index):
-    if self._num_vehicles <= 0:
+    if self._world_settings.num_vehicles <= 0:
       return
     command = self._carla.command
     blueprints = [bp for bp in self._world.get_blueprint_library().filter('vehicle.*')
@@ -394,7 +250,7 @@ class CarlaEnv(py_environment.PyEnvironment):
                   or int(bp.get_attribute('number_of_wheels')) == 4]
     free = [i for i in self._rng.permutation(len(spawn_points)) if i != ego_index]
     batch = []
-    for index in free[:self._num_vehicles]:
+    for index in free[:self._world_settings.num_vehicles]:
       blueprint = blueprints[self._rng.integers(len(blueprints))]
       blueprint.set_attribute('role_name', client.ROLE_PREFIX + '_traffic')
       batch.append(command.SpawnActor(blueprint, spawn_points[index]).then(
@@ -411,13 +267,13 @@ class CarlaEnv(py_environment.PyEnvironment):
     covered = self._route_arc[-1] if len(self._route_arc) else self._route_arc_origin
     length = covered - self._arc_length
     added = []
-    while length < self._route_lookahead:
-      choices = waypoint.next(self._route_spacing)
+    while length < self._route_settings.lookahead:
+      choices = waypoint.next(self._route_settings.spacing)
       if not choices:
         break
       waypoint = choices[self._rng.integers(len(choices))]
       added.append(waypoint)
-      length += self._route_spacing
+      length += self._route_settings.spacing
     if not added and len(self._route_arc):
       return
     self._route_waypoints.extend(added)
@@ -453,8 +309,8 @@ class CarlaEnv(py_environment.PyEnvironment):
     name = self._map.name
     if name not in self._road_quads_by_map:
       starts, ends = [], []
-      for waypoint in self._map.generate_waypoints(self._road_spacing):
-        for successor in waypoint.next(self._road_spacing):
+      for waypoint in self._map.generate_waypoints(self._route_settings.road_spacing):
+        for successor in waypoint.next(self._route_settings.road_spacing):
           starts.append(waypoint)
           ends.append(successor)
       def arrays(waypoints):
@@ -489,7 +345,7 @@ class CarlaEnv(py_environment.PyEnvironment):
     start = self._map.get_waypoint(spawn_points[ego_index].location)
     self._route_waypoints = [start]
     self._extend_route()
-    frame = self._world.tick(self._timeout_s)
+    frame = self._world.tick(self._server_settings.timeout_s)
     self._collision_frames.clear()  # Spawning can touch the ground hard.
     observation, _ = self._observe(frame)
     self._last_observation = observation
@@ -501,12 +357,13 @@ class CarlaEnv(py_environment.PyEnvironment):
       self._collision_frames.clear()
       self._ego.apply_control(self._carla.VehicleControl(
           throttle=throttle, brake=brake, steer=steer))
-      for _ in range(self._action_repeat):
-        frame = self._world.tick(self._timeout_s)
+      for _ in range(self._episode_settings.action_repeat):
+        frame = self._world.tick(self._server_settings.timeout_s)
       observation, measurements = self._observe(frame)
     except errors.SIMULATOR_FAULTS as error:
       # Not the agent's fault: a truncation, so no false terminal is learnt.
-      logging.error('CARLA fault mid-episode, ending it as %s: %s', reward.SIMULATOR_ERROR, error)
+      logging.error('CARLA fault mid-episode, ending it as %s: %s', reward.SIMULATOR_ERROR,
+                    error)
       self._needs_reconnect = True
       self._info = {'reason': reward.SIMULATOR_ERROR, 'error': str(error)}
       return ts.truncation(self._last_observation, np.float32(0.0), discount=1.0)
@@ -515,30 +372,32 @@ class CarlaEnv(py_environment.PyEnvironment):
     collided = bool(self._collision_frames)
     progress = measurements['arc_length'] - self._arc_length
     self._arc_length = measurements['arc_length']
+    episode = self._episode_settings
     terms = reward.reward_terms(progress, measurements['speed'], collided,
                                 measurements['lateral_offset'], steer, self._previous_steer,
-                                **self._reward_kwargs)
+                                step_seconds=self._step_seconds,
+                                **dataclasses.asdict(self._reward_settings))
     self._previous_steer = steer
     self._slow_steps = reward.update_slow_steps(self._slow_steps, measurements['speed'],
-                                                self._stuck_speed)
-    off_road = reward.is_off_road(measurements['lateral_offset'], self._off_road_distance,
+                                                episode.stuck_speed)
+    off_road = reward.is_off_road(measurements['lateral_offset'], episode.off_road_distance,
                                   measurements['on_driving_lane'])
     reason = reward.termination_reason(collided, off_road, self._slow_steps, self._step_count,
-                                       self._stuck_steps, self._max_steps)
+                                       episode.stuck_steps, episode.max_steps)
     self._info = {'reason': reason, 'reward_terms': terms, 'step': self._step_count,
                   'arc_length': self._arc_length, 'route_replans': self._route_replans}
     if reason is not None:
       logging.info('CARLA episode ended after %d steps: %s', self._step_count, reason)
     self._last_observation = observation
-    if self._route_arc[-1] - self._arc_length < 0.5 * self._route_lookahead:
+    if self._route_arc[-1] - self._arc_length < 0.5 * self._route_settings.lookahead:
       self._extend_route()
     return reward.make_time_step(observation, sum(terms.values()), reason,
-                                 self._terminal_reasons)
+                                 episode.terminal_reasons)
 
   def _observe(self, frame):
     """Sensor data of `frame` plus the ego's pose -> (observation dict, measurements)."""
-    camera = client.wait_for_frame(self._camera_queue, frame, self._sensor_timeout_s)
-    lidar = client.wait_for_frame(self._lidar_queue, frame, self._sensor_timeout_s)
+    camera = client.wait_for_frame(self._camera_queue, frame, self._sensor_settings.timeout_s)
+    lidar = client.wait_for_frame(self._lidar_queue, frame, self._sensor_settings.timeout_s)
     transform = self._ego.get_transform()
     ego_xy = np.array([transform.location.x, transform.location.y])
     ego_yaw = transform.rotation.yaw
@@ -551,7 +410,7 @@ class CarlaEnv(py_environment.PyEnvironment):
                                           self._route_arc)
     lane = self._map.get_waypoint(transform.location, project_to_road=False,
                                   lane_type=self._carla.LaneType.Driving)
-    if (lane is not None and abs(projection.lateral_offset) > self._route_replan_distance
+    if (lane is not None and abs(projection.lateral_offset) > self._route_settings.replan_distance
         and abs(route.heading_error(ego_yaw, lane.transform.rotation.yaw)) < math.pi / 2):
       # The ego left the planned branch for another legal lane (the other
       # turn at a junction, a lane change): the sensors cannot show which
@@ -579,18 +438,19 @@ class CarlaEnv(py_environment.PyEnvironment):
                                                 radius),
         ego_polygon=geometry.box_polygon([ego_centre.x, ego_centre.y], ego_yaw, box.extent.x,
                                          box.extent.y))
+    lidar_settings = self._lidar_settings
     lidar_image = geometry.lidar_to_birdeye(
-        geometry.lidar_to_points(lidar), self._geometry, lidar_range=self._lidar['range'],
-        lidar_height=self._lidar['height'],
-        ground_tolerance=self._lidar['ground_tolerance'],
-        max_height=self._lidar['max_height'],
+        geometry.lidar_to_points(lidar), self._geometry, lidar_range=lidar_settings.range,
+        lidar_height=lidar_settings.height, ground_tolerance=lidar_settings.ground_tolerance,
+        max_height=lidar_settings.max_obstacle_height,
         exclude_half_extent=(box.extent.x + 0.2, box.extent.y + 0.2))
     state = route.state_vector(
         projection.lateral_offset, route.heading_error(ego_yaw, projection.yaw_deg), speed,
         route.front_vehicle_distance(ego_xy, ego_yaw, others_xy,
-                                     max_distance=self._front_max_distance))
+                                     max_distance=self._sensor_settings.front_max_distance))
     observation = collections.OrderedDict(
-        camera=geometry.camera_to_rgb(geometry.image_to_bgra(camera), self._image_size),
+        camera=geometry.camera_to_rgb(geometry.image_to_bgra(camera),
+                                      self._sensor_settings.image_size),
         lidar=lidar_image, birdeye=birdeye, state=state)
     measurements = dict(arc_length=projection.arc_length, speed=speed,
                         lateral_offset=projection.lateral_offset,

@@ -19,7 +19,7 @@ STATE_SIZE = 4
 STATE_NAMES = ('lateral_offset_m', 'heading_error_rad', 'speed_mps', 'front_distance_m')
 
 
-@gin.configurable(module='carla_env')
+@gin.configurable
 def observation_spec(image_size=64, state_size=STATE_SIZE):
   """Observation specs; needs no server, so agents and tests build from it."""
   def image(name):
