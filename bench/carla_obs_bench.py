@@ -3,7 +3,7 @@
     python -m bench.carla_obs_bench [--quick] [--repeats 60] [--min_time_s 2]
 
 A synthetic town of CARLA's shape: a 4 x 4 grid of 400 m roads, two lanes each
-way (3.5 m), cut into 2 m lane quads as `CarlaEnv._road_quads` does (about
+way (3.5 m), cut into 2 m lane quads as `carla.env.CarlaEnv._road_quads` does (about
 13k quads, Town03's order), a 100 m route, 20 vehicles around the ego, and a
 full lidar sweep of 100k points/s at 20 Hz (5,000 points). Times the
 bird's-eye mask as it was built before issue 12 (polygons culled by vertex at
