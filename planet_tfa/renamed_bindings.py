@@ -12,7 +12,7 @@ RENAMED_BINDINGS = {
     'capacity_in_items.stride_length': 'window_stride.stride_length',
     'capacity_in_items.capacity_env_steps': 'make_experience_table.capacity_env_steps',
     # CarlaEnv's flat constructor became settings groups (environments/carla/settings.py);
-    # CarlaEnv.instance stays.
+    # CarlaEnv.seed and CarlaEnv.instance stay.
     'CarlaEnv.host': 'CarlaServer.host',
     'CarlaEnv.port': 'CarlaServer.port',
     'CarlaEnv.tm_port': 'CarlaServer.tm_port',
@@ -26,7 +26,6 @@ RENAMED_BINDINGS = {
     'CarlaEnv.reconnect_deadline_s': 'CarlaServer.reconnect_deadline_s',
     'CarlaEnv.town': 'CarlaWorld.town',
     'CarlaEnv.weather': 'CarlaWorld.weather',
-    'CarlaEnv.seed': 'CarlaWorld.seed',
     'CarlaEnv.num_vehicles': 'CarlaWorld.num_vehicles',
     'CarlaEnv.ego_blueprint': 'CarlaWorld.ego_blueprint',
     'CarlaEnv.spawn_retries': 'CarlaWorld.spawn_retries',

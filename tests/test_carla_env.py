@@ -472,7 +472,7 @@ def test_end_to_end_with_a_server():
       server=carla_settings.ServerSettings(
           host=host, port=port, tm_port=int(os.environ.get('CARLA_TM_PORT', 8000)),
           timeout_s=30.0),
-      world=carla_settings.WorldSettings(num_vehicles=5, seed=1),
+      world=carla_settings.WorldSettings(num_vehicles=5), seed=1,
       episode=carla_settings.EpisodeSettings(max_steps=5))
   try:
     step = env.reset()

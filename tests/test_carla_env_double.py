@@ -38,16 +38,16 @@ SETTINGS = dict(server=carla_settings.ServerSettings, world=carla_settings.World
                 episode=carla_settings.EpisodeSettings)
 
 
-def make_env(instance=0, **overrides):
+def make_env(seed=0, instance=0, **overrides):
   """CarlaEnv on the double with short time-outs; overrides per group, e.g. episode={...}."""
   groups = dict(server=dict(timeout_s=1.0, reconnect_attempts=3, reconnect_initial_delay_s=0.01,
                             reconnect_deadline_s=5.0),
-                world=dict(num_vehicles=0, seed=0), sensors=dict(timeout_s=2.0),
+                world=dict(num_vehicles=0), sensors=dict(timeout_s=2.0),
                 episode=dict(action_repeat=2, max_steps=60, stuck_steps=0))
   for group, values in overrides.items():
     groups.setdefault(group, {}).update(values)
-  return carla_env.CarlaEnv(
-      instance=instance, **{group: SETTINGS[group](**values) for group, values in groups.items()})
+  settings = {group: SETTINGS[group](**values) for group, values in groups.items()}
+  return carla_env.CarlaEnv(seed=seed, instance=instance, **settings)
 
 
 def camera_frame(observation):
@@ -124,8 +124,7 @@ def test_taking_the_unplanned_branch_at_a_junction_keeps_driving(server, monkeyp
   monkeypatch.setattr(carla_double, 'SPAWN_POINTS', [(0, 200.0)])  # 20 m before the fork
   replans = 0
   for seed in range(4):
-    env = make_env(world=dict(seed=seed), episode=dict(max_steps=70),
-                   reward=dict(target_speed=20.0))
+    env = make_env(seed=seed, episode=dict(max_steps=70), reward=dict(target_speed=20.0))
     time_step = env.reset()
     progress = []
     while not time_step.is_last():

@@ -169,8 +169,10 @@ def test_an_old_carla_run_config_loads_under_the_settings_groups():
   """Every flat CarlaEnv parameter an old operative_config.gin holds names an existing one."""
   config.import_configurables()
   old = ''.join(f'{name} = None\n' for name in RENAMED_BINDINGS if name.startswith('CarlaEnv.'))
-  upgraded = config.upgrade_renamed(old + 'collect/CarlaEnv.instance = 1\n')
+  upgraded = config.upgrade_renamed(old + 'CarlaEnv.seed = 3\ncollect/CarlaEnv.instance = 1\n')
   lines = upgraded.splitlines()
   assert 'CarlaServer.port = None' in lines and 'CarlaServer.port_stride = None' in lines
-  assert upgraded.count('CarlaEnv.') == 1  # instance stays on the env
+  # seed and instance stay on the env, every other flat name moved to a group.
+  assert [line for line in lines if 'CarlaEnv.' in line] == [
+      'CarlaEnv.seed = 3', 'collect/CarlaEnv.instance = 1']
   gin.parse_config(upgraded)  # an unknown parameter would raise here

@@ -45,8 +45,12 @@ class CarlaEnv(py_environment.PyEnvironment):
   """
 
   def __init__(self, server=None, world=None, sensors=None, lidar=None, route=None,
-               reward=None, episode=None, instance=0):
-    """Groups left None take their gin-configured settings (CarlaServer, ...; settings.py)."""
+               reward=None, episode=None, seed=0, instance=0):
+    """Groups left None take their gin-configured settings (CarlaServer, ...; settings.py).
+
+    `seed` (spawn points, traffic, route branches, Traffic Manager; None: random)
+    and `instance` are per env, so they stay here: the run passes them.
+    """
     super().__init__(handle_auto_reset=True)
     self._server_settings = server = server or settings.ServerSettings()
     self._world_settings = world = world or settings.WorldSettings()
@@ -63,7 +67,8 @@ class CarlaEnv(py_environment.PyEnvironment):
                                                sensors.ego_position)
     self._observation_spec = specs.observation_spec(sensors.image_size, specs.STATE_SIZE)
     self._action_spec = specs.action_spec()
-    self._rng = np.random.default_rng(world.seed)
+    self._seed = seed
+    self._rng = np.random.default_rng(seed)
 
     self._carla = None
     self._client = self._world = self._map = self._traffic_manager = None
@@ -113,7 +118,7 @@ class CarlaEnv(py_environment.PyEnvironment):
     client.destroy_leftovers(self._client, self._world)
     client.set_synchronous(self._world, self._dt, world.no_rendering_mode)
     self._traffic_manager = client.synchronous_traffic_manager(
-        self._client, self._tm_port, server.host, self._port, world.seed)
+        self._client, self._tm_port, server.host, self._port, self._seed)
     client.set_weather(self._world, world.weather)
     self._world.tick(server.timeout_s)
 

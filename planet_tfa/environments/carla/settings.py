@@ -3,7 +3,7 @@
 Each group is a frozen dataclass and a gin configurable under a short name:
 
   CarlaServer   where the server is, its ports, time-outs and reconnecting
-  CarlaWorld    the scenario: town, weather, traffic, ego vehicle, seed, tick length
+  CarlaWorld    the scenario: town, weather, traffic, ego vehicle, tick length
   CarlaSensors  camera, bird's-eye scale, the state's front-distance cap, sensor delivery
   CarlaLidar    the lidar blueprint and how its sweep becomes an image
   CarlaRoute    how the route ahead is planned and re-planned
@@ -11,7 +11,8 @@ Each group is a frozen dataclass and a gin configurable under a short name:
   CarlaEpisode  agent steps and what ends an episode
 
 e.g. `CarlaServer.port = 2000`, `CarlaLidar.range = 32.0`, `CarlaEpisode.max_steps = 1000`.
-The flat `CarlaEnv.<name>` bindings of older versions are listed in
+`seed` and `instance` stay on CarlaEnv: the program passes them per env. The
+flat `CarlaEnv.<name>` bindings of older versions are listed in
 planet_tfa/renamed_bindings.py.
 """
 import dataclasses
@@ -60,7 +61,6 @@ class WorldSettings:
   """The scenario: town, weather, traffic and the ego vehicle, ticked synchronously."""
   town: str = 'Town03'
   weather: str = 'ClearNoon'  # a carla.WeatherParameters preset
-  seed: int = 0  # spawn points, traffic blueprints, route branches, Traffic Manager
   num_vehicles: int = 20
   ego_blueprint: str = 'vehicle.tesla.model3'
   spawn_retries: int = 20
