@@ -2,7 +2,7 @@
 
   python train_eval.py --root_dir=runs/cartpole --gin_file=dmc_cartpole_swingup.gin
   python train_eval.py --root_dir=runs/carla --gin_file=carla_sac.gin \
-      --gin_param='CarlaEnv.host="10.0.0.5"'
+      --gin_param='CarlaServer.host="10.0.0.5"'
 
 With many collector processes on a standalone Reverb server (docs/distributed.md):
   python train_eval.py --root_dir=ROOT --gin_file=FILE --replay_server=HOST:PORT

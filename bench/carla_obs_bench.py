@@ -3,7 +3,7 @@
     python -m bench.carla_obs_bench [--quick] [--repeats 60] [--min_time_s 2]
 
 A synthetic town of CARLA's shape: a 4 x 4 grid of 400 m roads, two lanes each
-way (3.5 m), cut into 2 m lane quads as `CarlaEnv._road_quads` does (about
+way (3.5 m), cut into 2 m lane quads as `carla.env.CarlaEnv._road_quads` does (about
 13k quads, Town03's order), a 100 m route, 20 vehicles around the ego, and a
 full lidar sweep of 100k points/s at 20 Hz (5,000 points). Times the
 bird's-eye mask as it was built before issue 12 (polygons culled by vertex at
@@ -18,7 +18,7 @@ import math
 import numpy as np
 
 from bench import common
-from planet_tfa.environments import carla_env
+from planet_tfa.environments.carla import geometry as carla_geometry
 
 
 def synthetic_town(rng, blocks=4, road_length=400.0, spacing=2.0, lane_width=3.5):
@@ -39,7 +39,7 @@ def synthetic_town(rng, blocks=4, road_length=400.0, spacing=2.0, lane_width=3.5
   starts, ends, yaws = np.concatenate(starts), np.concatenate(ends), np.concatenate(yaws)
   widths = np.full(len(starts), lane_width)
   del rng
-  return carla_env.lane_segment_quads(starts, yaws, widths, ends, yaws, widths)
+  return carla_geometry.lane_segment_quads(starts, yaws, widths, ends, yaws, widths)
 
 
 def old_view_radius(geometry):
@@ -57,9 +57,9 @@ def old_render(geometry, ego_xy, ego_yaw, layers):
   mask = np.zeros((geometry.image_size, geometry.image_size, 3), np.uint8)
   for channel, polygons, value in layers:
     for polygon in polygons:
-      polygon_rc = carla_env.ego_to_pixel(carla_env.world_to_ego(polygon, ego_xy, ego_yaw),
-                                          geometry)
-      carla_env.rasterize_polygon(mask[:, :, channel], polygon_rc, value)
+      polygon_rc = carla_geometry.ego_to_pixel(
+          carla_geometry.world_to_ego(polygon, ego_xy, ego_yaw), geometry)
+      carla_geometry.rasterize_polygon(mask[:, :, channel], polygon_rc, value)
   return mask
 
 
@@ -88,40 +88,40 @@ def parse_args(argv=None):
 def main(argv=None):
   args = parse_args(argv)
   rng = np.random.default_rng(0)
-  geometry = carla_env.birdeye_geometry(64, 0.5, (0.75, 0.5))
+  geometry = carla_geometry.birdeye_geometry(64, 0.5, (0.75, 0.5))
   road = synthetic_town(rng)
   ego_xy, ego_yaw = np.array([150.0, 1.75]), 0.0
   route = road[(np.abs(road[:, 0, 1] - 1.75) < 1.0) & (road[:, 0, 0] >= 150.0)
                & (road[:, 0, 0] < 250.0) & (road[:, 0, 0] < road[:, 1, 0] + 1.0)]
-  vehicles = np.stack([carla_env.box_polygon(ego_xy + rng.uniform(-40, 40, 2),
-                                             rng.uniform(-180, 180), 2.4, 1.0)
+  vehicles = np.stack([carla_geometry.box_polygon(ego_xy + rng.uniform(-40, 40, 2),
+                                                  rng.uniform(-180, 180), 2.4, 1.0)
                        for _ in range(20)])
-  ego_box = carla_env.box_polygon(ego_xy, ego_yaw, 2.4, 1.0)
+  ego_box = carla_geometry.box_polygon(ego_xy, ego_yaw, 2.4, 1.0)
 
   def before():
     radius = old_view_radius(geometry)
     return old_render(geometry, ego_xy, ego_yaw, (
-        (0, old_cull(road, ego_xy, radius), carla_env.ROAD_VALUE),
-        (0, old_cull(route, ego_xy, radius), carla_env.ROUTE_VALUE),
-        (1, old_cull(vehicles, ego_xy, radius), carla_env.VEHICLE_VALUE),
-        (2, [ego_box], carla_env.EGO_VALUE)))
+        (0, old_cull(road, ego_xy, radius), carla_geometry.ROAD_VALUE),
+        (0, old_cull(route, ego_xy, radius), carla_geometry.ROUTE_VALUE),
+        (1, old_cull(vehicles, ego_xy, radius), carla_geometry.VEHICLE_VALUE),
+        (2, [ego_box], carla_geometry.EGO_VALUE)))
 
   # As CarlaEnv does: indexes built once per map / route, culled every step.
-  road_index, route_index = carla_env.PolygonIndex(road), carla_env.PolygonIndex(route)
+  road_index, route_index = carla_geometry.PolygonIndex(road), carla_geometry.PolygonIndex(route)
 
   def after():
-    radius = carla_env.view_radius(geometry)
-    return carla_env.render_semantic_birdeye(
+    radius = carla_geometry.view_radius(geometry)
+    return carla_geometry.render_semantic_birdeye(
         geometry, ego_xy, ego_yaw, road_polygons=road_index.near(ego_xy, radius),
         route_polygons=route_index.near(ego_xy, radius),
-        vehicle_polygons=carla_env.cull_polygons(vehicles, ego_xy, radius),
+        vehicle_polygons=carla_geometry.cull_polygons(vehicles, ego_xy, radius),
         ego_polygon=ego_box)
 
   # The faster cull must not lose a pixel.
   assert np.array_equal(before(), after()), 'the derived radius changed the mask'
   info = common.machine_info()
   for label, function, radius in (('before', before, old_view_radius(geometry)),
-                                  ('after', after, carla_env.view_radius(geometry))):
+                                  ('after', after, carla_geometry.view_radius(geometry))):
     times = common.timed(function, args.repeats, args.warmup, args.min_time_s)
     common.emit(f'carla_birdeye_ms_{label}', round(1e3 * np.median(times), 2), 'ms',
                 radius_m=round(radius, 1), road_quads=len(road),
@@ -130,7 +130,7 @@ def main(argv=None):
                 **common.summarize_ms(times), **info)
   for label, drop in (('full_sweep', 0.0), ('default_dropoff', 0.45)):
     sweep = lidar_sweep(rng, drop_rate=drop)
-    times = common.timed(lambda s=sweep: carla_env.lidar_to_birdeye(s, geometry),
+    times = common.timed(lambda s=sweep: carla_geometry.lidar_to_birdeye(s, geometry),
                          args.repeats, args.warmup, args.min_time_s)
     common.emit(f'carla_lidar_image_ms_{label}', round(1e3 * np.median(times), 2),
                 'ms', points=len(sweep), **common.summarize_ms(times))

@@ -20,9 +20,16 @@ import pytest
 from tf_agents.specs import array_spec
 from tf_agents.trajectories import time_step as ts
 
-from planet_tfa.environments import carla_env
+from planet_tfa.environments.carla import client as carla_client
+from planet_tfa.environments.carla import env as carla_env
+from planet_tfa.environments.carla import errors as carla_errors
+from planet_tfa.environments.carla import geometry as carla_geometry
+from planet_tfa.environments.carla import reward as carla_reward
+from planet_tfa.environments.carla import route as carla_route
+from planet_tfa.environments.carla import settings as carla_settings
+from planet_tfa.environments.carla import specs as carla_specs
 
-GEOMETRY = carla_env.birdeye_geometry(64, 0.5, (0.75, 0.5))
+GEOMETRY = carla_geometry.birdeye_geometry(64, 0.5, (0.75, 0.5))
 LIDAR_HEIGHT = 2.4
 
 
@@ -43,27 +50,27 @@ def block(rows, cols):
 
 
 def test_observation_and_action_specs():
-  spec = carla_env.observation_spec()
+  spec = carla_specs.observation_spec()
   assert list(spec) == ['camera', 'lidar', 'birdeye', 'state']
   for key in ('camera', 'lidar', 'birdeye'):
     assert spec[key].shape == (64, 64, 3) and spec[key].dtype == np.uint8
     assert spec[key].minimum == 0 and spec[key].maximum == 255
   assert spec['state'].shape == (4,) and spec['state'].dtype == np.float32
-  small = carla_env.observation_spec(image_size=32, state_size=4)
+  small = carla_specs.observation_spec(image_size=32, state_size=4)
   assert small['lidar'].shape == (32, 32, 3)
-  action = carla_env.action_spec()
+  action = carla_specs.action_spec()
   assert action.shape == (2,) and action.dtype == np.float32
   np.testing.assert_array_equal([action.minimum, action.maximum], [-1.0, 1.0])
   # Pedals share one axis: never throttle and brake at once; inputs are clipped.
-  assert carla_env.action_to_control([0.5, -0.3]) == (0.5, 0.0, pytest.approx(-0.3))
-  assert carla_env.action_to_control([-2.0, 3.0]) == (0.0, 1.0, 1.0)
+  assert carla_specs.action_to_control([0.5, -0.3]) == (0.5, 0.0, pytest.approx(-0.3))
+  assert carla_specs.action_to_control([-2.0, 3.0]) == (0.0, 1.0, 1.0)
 
 
 def test_gin_binds_observation_spec():
   with gin.unlock_config():
-    gin.parse_config('carla_env.observation_spec.image_size = 48')
+    gin.parse_config('carla.specs.observation_spec.image_size = 48')
   try:
-    assert carla_env.observation_spec()['birdeye'].shape == (48, 48, 3)
+    assert carla_specs.observation_spec()['birdeye'].shape == (48, 48, 3)
   finally:
     gin.clear_config()
 
@@ -72,7 +79,7 @@ def test_gin_binds_observation_spec():
 
 
 def test_lidar_points_land_on_hand_computed_pixels():
-  points = carla_env.lidar_to_points(lidar_buffer([
+  points = carla_geometry.lidar_to_points(lidar_buffer([
       [10.0, 0.0, 0.0, 0.6],                    # obstacle 10 m ahead -> (28, 32)
       [-4.0, 6.0, -1.0, 0.2],                   # obstacle behind-right -> (56, 44)
       [5.0, -3.0, -LIDAR_HEIGHT + 0.1, 1.0],    # ground ahead-left -> (38, 26)
@@ -81,9 +88,9 @@ def test_lidar_points_land_on_hand_computed_pixels():
       [-20.0, 0.0, 0.0, 1.0],                   # behind the image: dropped
   ]))
   assert points.dtype == np.float32 and points.shape == (6, 4)
-  image = carla_env.lidar_to_birdeye(points, GEOMETRY, lidar_range=20.0,
-                                     lidar_height=LIDAR_HEIGHT, ground_tolerance=0.4,
-                                     max_height=4.0)
+  image = carla_geometry.lidar_to_birdeye(points, GEOMETRY, lidar_range=20.0,
+                                          lidar_height=LIDAR_HEIGHT, ground_tolerance=0.4,
+                                          max_height=4.0)
   assert image.shape == (64, 64, 3) and image.dtype == np.uint8
   assert lit(image, 0) == {(28, 32), (56, 44)}
   assert lit(image, 1) == {(38, 26)}
@@ -101,8 +108,8 @@ def test_lidar_wall_and_ground_ring():
   ring = np.stack([8.0 * np.cos(angles), 8.0 * np.sin(angles),
                    np.full_like(angles, -LIDAR_HEIGHT), np.zeros_like(angles)], -1)
   points = np.concatenate([np.asarray(wall, np.float32), ring.astype(np.float32)])
-  image = carla_env.lidar_to_birdeye(points, GEOMETRY, lidar_range=32.0,
-                                     lidar_height=LIDAR_HEIGHT)
+  image = carla_geometry.lidar_to_birdeye(points, GEOMETRY, lidar_range=32.0,
+                                          lidar_height=LIDAR_HEIGHT)
   # The wall is one row (10 m ahead), 10 m wide: columns 22..42.
   assert lit(image, 0) == block([28], range(22, 43))
   ground = lit(image, 1)
@@ -116,9 +123,9 @@ def test_lidar_wall_and_ground_ring():
 
 def test_lidar_drops_points_on_the_ego_body():
   hood = np.array([[1.0, 0.5, -0.9, 1.0]], np.float32)  # 1.5 m above ground, on the car
-  kept = carla_env.lidar_to_birdeye(hood, GEOMETRY, lidar_height=LIDAR_HEIGHT)
-  dropped = carla_env.lidar_to_birdeye(hood, GEOMETRY, lidar_height=LIDAR_HEIGHT,
-                                       exclude_half_extent=(2.5, 1.1))
+  kept = carla_geometry.lidar_to_birdeye(hood, GEOMETRY, lidar_height=LIDAR_HEIGHT)
+  dropped = carla_geometry.lidar_to_birdeye(hood, GEOMETRY, lidar_height=LIDAR_HEIGHT,
+                                            exclude_half_extent=(2.5, 1.1))
   assert lit(kept, 0) == {(46, 33)}
   assert not dropped.any()
 
@@ -126,12 +133,12 @@ def test_lidar_drops_points_on_the_ego_body():
 def test_camera_bgra_to_rgb():
   bgra = np.zeros((64, 64, 4), np.uint8)
   bgra[..., 0], bgra[..., 1], bgra[..., 2], bgra[..., 3] = 10, 20, 30, 255
-  rgb = carla_env.camera_to_rgb(bgra, 64)
+  rgb = carla_geometry.camera_to_rgb(bgra, 64)
   assert rgb.shape == (64, 64, 3) and rgb.dtype == np.uint8
   np.testing.assert_array_equal(rgb[5, 7], [30, 20, 10])
   big = np.zeros((128, 96, 4), np.uint8)
   big[..., 2] = 200
-  resized = carla_env.camera_to_rgb(big, 64)
+  resized = carla_geometry.camera_to_rgb(big, 64)
   assert resized.shape == (64, 64, 3)
   np.testing.assert_array_equal(resized[..., 0], 200)
   assert not resized[..., 1:].any()
@@ -142,13 +149,13 @@ def test_camera_bgra_to_rgb():
 
 def test_rasterize_polygon_uses_pixel_centres():
   mask = np.zeros((8, 8), np.uint8)
-  carla_env.rasterize_polygon(mask, [[0.0, 0.0], [0.0, 4.2], [4.2, 0.0]], 7)
+  carla_geometry.rasterize_polygon(mask, [[0.0, 0.0], [0.0, 4.2], [4.2, 0.0]], 7)
   assert lit(mask[:, :, None], 0) == {(r, c) for r in range(8) for c in range(8)
                                       if r + c <= 3}
   assert set(np.unique(mask)) == {0, 7}
   # Concave U: the gap between the arms (two edge crossings to its right) stays empty.
   mask = np.zeros((8, 8), np.uint8)
-  carla_env.rasterize_polygon(
+  carla_geometry.rasterize_polygon(
       mask, [[0, 0], [0, 2], [3, 2], [3, 4], [0, 4], [0, 6], [5, 6], [5, 0]], 1)
   assert lit(mask[:, :, None], 0) == (block(range(0, 5), range(0, 2))
                                       | block(range(3, 5), range(2, 4))
@@ -159,12 +166,12 @@ def test_semantic_birdeye_yaw_zero():
   ego_xy, yaw = (100.0, 50.0), 0.0
   # Ego frame = world frame shifted: forward +x, right +y.
   road = [[96.1, 48.1], [112.1, 48.1], [112.1, 51.9], [96.1, 51.9]]
-  other = carla_env.box_polygon((110.0, 54.0), 0.0, 2.1, 0.9)
-  ego = carla_env.box_polygon(ego_xy, yaw, 2.4, 0.9)
-  mask = carla_env.render_semantic_birdeye(GEOMETRY, ego_xy, yaw, road_polygons=[road],
-                                           vehicle_polygons=[other], ego_polygon=ego)
+  other = carla_geometry.box_polygon((110.0, 54.0), 0.0, 2.1, 0.9)
+  ego = carla_geometry.box_polygon(ego_xy, yaw, 2.4, 0.9)
+  mask = carla_geometry.render_semantic_birdeye(GEOMETRY, ego_xy, yaw, road_polygons=[road],
+                                                vehicle_polygons=[other], ego_polygon=ego)
   assert lit(mask, 0) == block(range(24, 56), range(29, 36))
-  assert set(np.unique(mask[:, :, 0])) == {0, carla_env.ROAD_VALUE}
+  assert set(np.unique(mask[:, :, 0])) == {0, carla_geometry.ROAD_VALUE}
   assert lit(mask, 1) == block(range(24, 33), range(39, 42))
   assert lit(mask, 2) == block(range(44, 53), range(31, 34))
 
@@ -174,19 +181,19 @@ def test_semantic_birdeye_yaw_ninety():
   # Facing +y: forward = world y - 50, right = -(world x - 100).
   road = [[98.1, 46.1], [101.9, 46.1], [101.9, 62.1], [98.1, 62.1]]
   route = [[98.1, 55.1], [101.9, 55.1], [101.9, 62.1], [98.1, 62.1]]
-  ahead = carla_env.box_polygon((100.0, 60.0), 90.0, 2.1, 0.9)
-  west = carla_env.box_polygon((96.0, 50.0), 0.0, 2.1, 0.9)  # crosswise, on the right
-  far = carla_env.box_polygon((300.0, 50.0), 0.0, 2.1, 0.9)  # outside the image
-  ego = carla_env.box_polygon(ego_xy, yaw, 2.4, 0.9)
-  mask = carla_env.render_semantic_birdeye(
+  ahead = carla_geometry.box_polygon((100.0, 60.0), 90.0, 2.1, 0.9)
+  west = carla_geometry.box_polygon((96.0, 50.0), 0.0, 2.1, 0.9)  # crosswise, on the right
+  far = carla_geometry.box_polygon((300.0, 50.0), 0.0, 2.1, 0.9)  # outside the image
+  ego = carla_geometry.box_polygon(ego_xy, yaw, 2.4, 0.9)
+  mask = carla_geometry.render_semantic_birdeye(
       GEOMETRY, ego_xy, yaw, road_polygons=[road], route_polygons=[route],
       vehicle_polygons=[ahead, west, far], ego_polygon=ego)
   road_pixels, route_pixels = block(range(24, 56), range(29, 36)), block(
       range(24, 38), range(29, 36))
   assert lit(mask, 0) == road_pixels
-  assert {tuple(p) for p in np.argwhere(mask[:, :, 0] == carla_env.ROUTE_VALUE)
+  assert {tuple(p) for p in np.argwhere(mask[:, :, 0] == carla_geometry.ROUTE_VALUE)
           } == route_pixels
-  assert {tuple(p) for p in np.argwhere(mask[:, :, 0] == carla_env.ROAD_VALUE)
+  assert {tuple(p) for p in np.argwhere(mask[:, :, 0] == carla_geometry.ROAD_VALUE)
           } == road_pixels - route_pixels
   assert lit(mask, 1) == block(range(24, 33), range(31, 34)) | block(
       range(47, 50), range(36, 45))
@@ -194,40 +201,41 @@ def test_semantic_birdeye_yaw_ninety():
 
 
 def test_lane_segment_quads_and_culling():
-  quads = carla_env.lane_segment_quads([[0.0, 0.0]], [0.0], [4.0], [[2.0, 0.0]], [0.0],
-                                       [4.0])
+  quads = carla_geometry.lane_segment_quads([[0.0, 0.0]], [0.0], [4.0], [[2.0, 0.0]], [0.0],
+                                            [4.0])
   np.testing.assert_allclose(quads[0], [[0, -2], [0, 2], [2, 2], [2, -2]], atol=1e-12)
   shifted = quads + np.array([100.0, 0.0])
-  kept = carla_env.cull_polygons(np.concatenate([quads, shifted]), (0.0, 0.0), 50.0)
+  kept = carla_geometry.cull_polygons(np.concatenate([quads, shifted]), (0.0, 0.0), 50.0)
   np.testing.assert_allclose(kept, quads)
 
 
 def test_view_radius_reaches_the_farthest_image_corner_and_culling_loses_no_pixel():
   # Ego pixel centre (48.5, 32.5); the farthest corner is (0, 0) or (0, 64).
-  assert carla_env.view_radius(GEOMETRY) == pytest.approx(np.hypot(48.5, 32.5) * 0.5)
+  assert carla_geometry.view_radius(GEOMETRY) == pytest.approx(np.hypot(48.5, 32.5) * 0.5)
   rng = np.random.default_rng(3)
   starts = rng.uniform(-60.0, 60.0, (800, 2))
   yaws = rng.uniform(-180.0, 180.0, 800)
   ends = starts + 2.0 * np.stack([np.cos(np.radians(yaws)), np.sin(np.radians(yaws))], -1)
-  quads = carla_env.lane_segment_quads(starts, yaws, np.full(800, 3.5), ends, yaws,
-                                       np.full(800, 3.5))
+  quads = carla_geometry.lane_segment_quads(starts, yaws, np.full(800, 3.5), ends, yaws,
+                                            np.full(800, 3.5))
   ego_xy, ego_yaw = (3.0, -2.0), 30.0
-  everything = carla_env.render_semantic_birdeye(GEOMETRY, ego_xy, ego_yaw, road_polygons=quads)
-  index = carla_env.PolygonIndex(quads)
-  culled = index.near(ego_xy, carla_env.view_radius(GEOMETRY))
+  everything = carla_geometry.render_semantic_birdeye(GEOMETRY, ego_xy, ego_yaw,
+                                                      road_polygons=quads)
+  index = carla_geometry.PolygonIndex(quads)
+  culled = index.near(ego_xy, carla_geometry.view_radius(GEOMETRY))
   assert len(culled) < len(quads) / 3
   np.testing.assert_array_equal(
-      carla_env.render_semantic_birdeye(GEOMETRY, ego_xy, ego_yaw, road_polygons=culled),
+      carla_geometry.render_semantic_birdeye(GEOMETRY, ego_xy, ego_yaw, road_polygons=culled),
       everything)
   # A polygon whose vertices all lie outside the radius but that crosses it is kept.
   long_quad = np.array([[[-40.0, -1.0], [-40.0, 1.0], [40.0, 1.0], [40.0, -1.0]]])
-  assert len(carla_env.cull_polygons(long_quad, (0.0, 0.0), 5.0)) == 1
+  assert len(carla_geometry.cull_polygons(long_quad, (0.0, 0.0), 5.0)) == 1
 
 
 def test_all_polygons_at_once_match_a_per_pixel_reference():
   rng = np.random.default_rng(0)
   polygons = rng.uniform(-10.0, 74.0, (60, 5, 2))  # self-intersecting ones too
-  mask = carla_env.rasterize_polygons(np.zeros((64, 64), np.uint8), polygons, 7)
+  mask = carla_geometry.rasterize_polygons(np.zeros((64, 64), np.uint8), polygons, 7)
   reference = np.zeros((64, 64), bool)
   for polygon in polygons:
     for row in range(64):
@@ -247,29 +255,29 @@ def test_all_polygons_at_once_match_a_per_pixel_reference():
 
 def test_route_projection_and_heading():
   straight = np.array([[0.0, 0.0], [10.0, 0.0], [20.0, 0.0]])
-  projection = carla_env.project_onto_route(straight, (5.0, 1.5))
+  projection = carla_route.project_onto_route(straight, (5.0, 1.5))
   assert projection.arc_length == pytest.approx(5.0)
   assert projection.lateral_offset == pytest.approx(1.5)  # +y is right of +x
   assert projection.yaw_deg == pytest.approx(0.0) and projection.segment == 0
   corner = np.array([[0.0, 0.0], [10.0, 0.0], [10.0, 10.0]])
-  projection = carla_env.project_onto_route(corner, (11.0, 5.0))
+  projection = carla_route.project_onto_route(corner, (11.0, 5.0))
   assert projection.arc_length == pytest.approx(15.0)
   assert projection.lateral_offset == pytest.approx(-1.0)  # facing +y, +x is left
   assert projection.yaw_deg == pytest.approx(90.0) and projection.segment == 1
   # The search window keeps a later, nearer segment out.
   loop = np.array([[0, 0], [10, 0], [10, 10], [0, 10], [0, 0.5], [10, 0.5]], float)
-  assert carla_env.project_onto_route(loop, (5.0, 0.3), 0, 2).segment == 0
-  assert carla_env.project_onto_route(loop, (5.0, 0.3), 3, 2).segment == 4
-  assert carla_env.heading_error(350.0, 10.0) == pytest.approx(np.radians(-20.0))
-  assert carla_env.heading_error(10.0, 350.0) == pytest.approx(np.radians(20.0))
+  assert carla_route.project_onto_route(loop, (5.0, 0.3), 0, 2).segment == 0
+  assert carla_route.project_onto_route(loop, (5.0, 0.3), 3, 2).segment == 4
+  assert carla_route.heading_error(350.0, 10.0) == pytest.approx(np.radians(-20.0))
+  assert carla_route.heading_error(10.0, 350.0) == pytest.approx(np.radians(20.0))
 
 
 def test_front_vehicle_distance():
   others = [[0.0, 12.0], [0.0, -5.0], [5.0, 3.0], [1.0, 30.0]]
-  assert carla_env.front_vehicle_distance((0.0, 0.0), 90.0, others) == pytest.approx(12.0)
-  assert carla_env.front_vehicle_distance((0.0, 0.0), 0.0, others,
-                                          max_distance=50.0) == pytest.approx(50.0)
-  assert carla_env.front_vehicle_distance((0.0, 0.0), 0.0, []) == 50.0
+  assert carla_route.front_vehicle_distance((0.0, 0.0), 90.0, others) == pytest.approx(12.0)
+  assert carla_route.front_vehicle_distance((0.0, 0.0), 0.0, others,
+                                            max_distance=50.0) == pytest.approx(50.0)
+  assert carla_route.front_vehicle_distance((0.0, 0.0), 0.0, []) == 50.0
 
 
 # ------------------------------------------------- reward and termination ---
@@ -281,47 +289,48 @@ REWARD = dict(target_speed=8.0, step_seconds=0.1, lane_threshold=1.0,
 
 def test_reward_arithmetic():
   # At the target speed along the route: exactly 1 per step.
-  assert carla_env.compute_reward(0.8, 8.0, False, 0.0, 0.1, 0.1, **REWARD) == pytest.approx(1.0)
+  assert carla_reward.compute_reward(0.8, 8.0, False, 0.0, 0.1, 0.1, **REWARD) == pytest.approx(1.0)
   # Twice the target speed: progress capped at 1, overspeed costs 1.
-  assert carla_env.compute_reward(1.6, 16.0, False, 0.0, 0.0, 0.0, **REWARD) == pytest.approx(0.0)
-  terms = carla_env.reward_terms(0.4, 4.0, True, -1.6, 0.3, -0.2, **REWARD)
+  assert carla_reward.compute_reward(1.6, 16.0, False, 0.0, 0.0, 0.0,
+                                     **REWARD) == pytest.approx(0.0)
+  terms = carla_reward.reward_terms(0.4, 4.0, True, -1.6, 0.3, -0.2, **REWARD)
   assert terms['progress'] == pytest.approx(0.5)
   assert terms['overspeed'] == 0.0
   assert terms['collision'] == -50.0
   assert terms['lane_departure'] == pytest.approx(-2.0 * 0.6)
   assert terms['steering_jerk'] == pytest.approx(-0.5 * 0.5)
-  total = carla_env.compute_reward(0.4, 4.0, True, -1.6, 0.3, -0.2, **REWARD)
+  total = carla_reward.compute_reward(0.4, 4.0, True, -1.6, 0.3, -0.2, **REWARD)
   assert total == pytest.approx(0.5 - 50.0 - 1.2 - 0.25)
   # Driving backwards along the route is negative progress.
-  assert carla_env.reward_terms(-0.4, 4.0, False, 0.0, 0.0, 0.0, **REWARD)[
+  assert carla_reward.reward_terms(-0.4, 4.0, False, 0.0, 0.0, 0.0, **REWARD)[
       'progress'] == pytest.approx(-0.5)
 
 
 def test_collision_is_terminal_with_priority():
-  reason = carla_env.termination_reason(True, True, slow_steps=500, step_count=1000,
-                                        stuck_steps=100, max_steps=1000)
+  reason = carla_reward.termination_reason(True, True, slow_steps=500, step_count=1000,
+                                           stuck_steps=100, max_steps=1000)
   assert reason == 'collision'
-  step = carla_env.make_time_step({'x': np.zeros(1)}, -50.0, reason)
+  step = carla_reward.make_time_step({'x': np.zeros(1)}, -50.0, reason)
   assert step.is_last() and step.discount == 0.0 and step.reward == -50.0
   assert step.reward.dtype == np.float32 and step.discount.dtype == np.float32
 
 
 def test_off_road_is_terminal():
-  assert carla_env.is_off_road(3.5, 3.0) and carla_env.is_off_road(-3.5, 3.0)
-  assert carla_env.is_off_road(0.0, 3.0, on_driving_lane=False)
-  assert not carla_env.is_off_road(2.9, 3.0)
-  reason = carla_env.termination_reason(False, True, 0, 10)
+  assert carla_reward.is_off_road(3.5, 3.0) and carla_reward.is_off_road(-3.5, 3.0)
+  assert carla_reward.is_off_road(0.0, 3.0, on_driving_lane=False)
+  assert not carla_reward.is_off_road(2.9, 3.0)
+  reason = carla_reward.termination_reason(False, True, 0, 10)
   assert reason == 'off_road'
-  assert carla_env.make_time_step({'x': np.zeros(1)}, 0.0, reason).discount == 0.0
+  assert carla_reward.make_time_step({'x': np.zeros(1)}, 0.0, reason).discount == 0.0
 
 
 def test_time_limit_is_truncation():
-  assert carla_env.termination_reason(False, False, 0, 999, max_steps=1000) is None
-  reason = carla_env.termination_reason(False, False, 0, 1000, max_steps=1000)
+  assert carla_reward.termination_reason(False, False, 0, 999, max_steps=1000) is None
+  reason = carla_reward.termination_reason(False, False, 0, 1000, max_steps=1000)
   assert reason == 'time_limit'
-  step = carla_env.make_time_step({'x': np.zeros(1)}, 0.7, reason)
+  step = carla_reward.make_time_step({'x': np.zeros(1)}, 0.7, reason)
   assert step.step_type == ts.StepType.LAST and step.discount == 1.0
-  mid = carla_env.make_time_step({'x': np.zeros(1)}, 0.7, None)
+  mid = carla_reward.make_time_step({'x': np.zeros(1)}, 0.7, None)
   assert mid.step_type == ts.StepType.MID and mid.discount == 1.0
 
 
@@ -329,15 +338,15 @@ def test_stuck_after_consecutive_slow_steps():
   speeds = [0.0, 0.1, 0.2, 2.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]
   slow, reasons = 0, []
   for step_count, speed in enumerate(speeds, start=1):
-    slow = carla_env.update_slow_steps(slow, speed, stuck_speed=0.5)
-    reasons.append(carla_env.termination_reason(False, False, slow, step_count,
-                                                stuck_steps=5, max_steps=1000))
+    slow = carla_reward.update_slow_steps(slow, speed, stuck_speed=0.5)
+    reasons.append(carla_reward.termination_reason(False, False, slow, step_count,
+                                                   stuck_steps=5, max_steps=1000))
   # Moving at step 4 resets the count; steps 5..9 are the 5 slow ones.
   assert reasons.index('stuck') == 8 and reasons[:8] == [None] * 8
-  step = carla_env.make_time_step({'x': np.zeros(1)}, 0.0, 'stuck')
+  step = carla_reward.make_time_step({'x': np.zeros(1)}, 0.0, 'stuck')
   assert step.is_last() and step.discount == 1.0  # A cut-off, not a terminal state.
-  assert carla_env.make_time_step({'x': np.zeros(1)}, 0.0, 'stuck',
-                                  terminal_reasons=('stuck',)).discount == 0.0
+  assert carla_reward.make_time_step({'x': np.zeros(1)}, 0.0, 'stuck',
+                                     terminal_reasons=('stuck',)).discount == 0.0
 
 
 # ----------------------------------------------------------------- faults ---
@@ -347,13 +356,13 @@ def test_wait_for_frame_matches_and_times_out():
   sensor_queue = queue.Queue()
   for frame in (3, 4, 5, 6):
     sensor_queue.put(types.SimpleNamespace(frame=frame))
-  assert carla_env.wait_for_frame(sensor_queue, 5, 1.0).frame == 5
+  assert carla_client.wait_for_frame(sensor_queue, 5, 1.0).frame == 5
   assert sensor_queue.get_nowait().frame == 6  # Newer data stays queued.
   start = time.monotonic()
-  with pytest.raises(carla_env.SensorTimeout, match='frame 7'):
-    carla_env.wait_for_frame(sensor_queue, 7, 0.2)
+  with pytest.raises(carla_errors.SensorTimeout, match='frame 7'):
+    carla_client.wait_for_frame(sensor_queue, 7, 0.2)
   assert time.monotonic() - start < 2.0
-  assert carla_env.SensorTimeout.__mro__[1] is carla_env.CarlaEnvError
+  assert carla_errors.SensorTimeout.__mro__[1] is carla_errors.CarlaEnvError
 
 
 def test_retry_with_backoff_doubles_and_gives_up():
@@ -365,46 +374,48 @@ def test_retry_with_backoff_doubles_and_gives_up():
       raise RuntimeError('time-out of 2000ms while waiting for the simulator')
     return 'client'
 
-  assert carla_env.retry_with_backoff(flaky, max_attempts=5, initial_delay_s=1.0,
-                                      sleep=sleeps.append) == 'client'
+  assert carla_client.retry_with_backoff(flaky, max_attempts=5, initial_delay_s=1.0,
+                                         sleep=sleeps.append) == 'client'
   assert sleeps == [1.0, 2.0]
 
   sleeps.clear()
   def dead():
-    raise carla_env.CarlaConnectionError('nothing at localhost:2000')
-  with pytest.raises(carla_env.CarlaConnectionError, match='after 4 attempt'):
-    carla_env.retry_with_backoff(dead, max_attempts=4, initial_delay_s=1.0,
-                                 max_delay_s=3.0, deadline_s=100.0, sleep=sleeps.append)
+    raise carla_errors.CarlaConnectionError('nothing at localhost:2000')
+  with pytest.raises(carla_errors.CarlaConnectionError, match='after 4 attempt'):
+    carla_client.retry_with_backoff(dead, max_attempts=4, initial_delay_s=1.0,
+                                    max_delay_s=3.0, deadline_s=100.0, sleep=sleeps.append)
   assert sleeps == [1.0, 2.0, 3.0]
 
   # The deadline stops it before max_attempts; version errors are never retried.
   sleeps.clear()
-  with pytest.raises(carla_env.CarlaConnectionError):
-    carla_env.retry_with_backoff(dead, max_attempts=10, initial_delay_s=1.0,
-                                 deadline_s=2.5, sleep=sleeps.append,
-                                 clock=lambda: sum(sleeps))
+  with pytest.raises(carla_errors.CarlaConnectionError):
+    carla_client.retry_with_backoff(dead, max_attempts=10, initial_delay_s=1.0,
+                                    deadline_s=2.5, sleep=sleeps.append,
+                                    clock=lambda: sum(sleeps))
   assert sleeps == [1.0]
   def wrong_version():
-    raise carla_env.CarlaVersionError('0.9.16 vs 0.9.15')
+    raise carla_errors.CarlaVersionError('0.9.16 vs 0.9.15')
   sleeps.clear()
-  with pytest.raises(carla_env.CarlaVersionError):
-    carla_env.retry_with_backoff(wrong_version, sleep=sleeps.append)
+  with pytest.raises(carla_errors.CarlaVersionError):
+    carla_client.retry_with_backoff(wrong_version, sleep=sleeps.append)
   assert sleeps == []
 
 
 def test_version_check():
-  carla_env.check_versions('0.9.16', '0.9.16')
-  carla_env.check_versions('0.9.16', '0.9.16-1-g2b5c1c2')
-  with pytest.raises(carla_env.CarlaVersionError) as error:
-    carla_env.check_versions('0.9.16', '0.9.15')
+  carla_client.check_versions('0.9.16', '0.9.16')
+  carla_client.check_versions('0.9.16', '0.9.16-1-g2b5c1c2')
+  with pytest.raises(carla_errors.CarlaVersionError) as error:
+    carla_client.check_versions('0.9.16', '0.9.15')
   assert '0.9.16' in str(error.value) and '0.9.15' in str(error.value)
 
 
 def test_missing_carla_package_names_the_install_command(monkeypatch):
   monkeypatch.setitem(sys.modules, 'carla', None)  # What Python does when it is absent.
   with pytest.raises(ImportError, match=r"pip install -e '\.\[carla\]'"):
-    carla_env.import_carla()
-  assert 'carla' not in vars(carla_env)  # The module itself never imports it.
+    carla_client.import_carla()
+  for module in (carla_client, carla_env, carla_errors, carla_geometry, carla_reward, carla_route,
+                 carla_settings, carla_specs):
+    assert 'carla' not in vars(module)  # The package itself never imports it.
 
 
 NEEDS_CLIENT = pytest.mark.skipif(
@@ -418,13 +429,14 @@ def test_no_server_raises_connection_error_quickly():
   port = portpicker.pick_unused_port()
   timeout_s = 2.0
   start = time.monotonic()
-  with pytest.raises(carla_env.CarlaConnectionError) as error:
-    carla_env.CarlaEnv(host='127.0.0.1', port=port, timeout_s=timeout_s)
+  with pytest.raises(carla_errors.CarlaConnectionError) as error:
+    carla_env.CarlaEnv(
+        server=carla_settings.ServerSettings(host='127.0.0.1', port=port, timeout_s=timeout_s))
   elapsed = time.monotonic() - start
   assert elapsed < timeout_s + 5.0
   message = str(error.value)
   for expected in ('127.0.0.1', str(port), '0.9.16', 'CarlaUE4.sh',
-                   '-carla-rpc-port=%d' % port, 'CarlaEnv.port'):
+                   '-carla-rpc-port=%d' % port, 'CarlaServer.port'):
     assert expected in message
   assert isinstance(error.value, ConnectionError)
 
@@ -434,11 +446,11 @@ def test_no_server_raises_connection_error_quickly():
 def test_gin_configures_the_env_endpoint():
   port = portpicker.pick_unused_port()
   with gin.unlock_config():
-    gin.parse_config(['CarlaEnv.host = "127.0.0.1"', 'CarlaEnv.port = %d' % port,
-                      'CarlaEnv.timeout_s = 1.0'])
+    gin.parse_config(['CarlaServer.host = "127.0.0.1"', 'CarlaServer.port = %d' % port,
+                      'CarlaServer.timeout_s = 1.0'])
   try:
     start = time.monotonic()
-    with pytest.raises(carla_env.CarlaConnectionError, match='127.0.0.1:%d' % port):
+    with pytest.raises(carla_errors.CarlaConnectionError, match='127.0.0.1:%d' % port):
       carla_env.CarlaEnv()
     assert time.monotonic() - start < 6.0
   finally:
@@ -458,8 +470,11 @@ def test_end_to_end_with_a_server():
   """Steps a real server, then checks it was left clean: no actor of ours, asynchronous."""
   host, port = os.environ['CARLA_HOST'], int(os.environ.get('CARLA_PORT', 2000))
   env = carla_env.CarlaEnv(
-      host=host, port=port, tm_port=int(os.environ.get('CARLA_TM_PORT', 8000)),
-      timeout_s=30.0, num_vehicles=5, max_steps=5, seed=1)
+      server=carla_settings.ServerSettings(
+          host=host, port=port, tm_port=int(os.environ.get('CARLA_TM_PORT', 8000)),
+          timeout_s=30.0),
+      world=carla_settings.WorldSettings(num_vehicles=5), seed=1,
+      episode=carla_settings.EpisodeSettings(max_steps=5))
   try:
     step = env.reset()
     assert step.is_first()
@@ -468,7 +483,7 @@ def test_end_to_end_with_a_server():
     for _ in range(5):
       step = env.step(rng.uniform(-1.0, 1.0, 2).astype(np.float32))
       array_spec.check_arrays_nest(step.observation, env.observation_spec())
-      assert env.get_info()['reason'] != carla_env.SIMULATOR_ERROR, env.get_info()
+      assert env.get_info()['reason'] != carla_reward.SIMULATOR_ERROR, env.get_info()
       if step.is_last():
         break
     assert step.is_last()
@@ -476,12 +491,12 @@ def test_end_to_end_with_a_server():
     assert step.observation['birdeye'][:, :, 2].any()  # The ego box is drawn.
   finally:
     env.close()
-  carla = carla_env.import_carla()
+  carla = carla_client.import_carla()
   client = carla.Client(host, port)
   client.set_timeout(30.0)
   world = client.get_world()
   left = [a.type_id for a in world.get_actors()
-          if a.attributes.get('role_name', '').startswith(carla_env.ROLE_PREFIX)]
+          if a.attributes.get('role_name', '').startswith(carla_client.ROLE_PREFIX)]
   assert not left, f'actors of the adapter left after close: {left}'
   settings = world.get_settings()
   assert not settings.synchronous_mode and not settings.fixed_delta_seconds

@@ -13,7 +13,12 @@ import pytest
 from tf_agents.trajectories import time_step as ts
 
 import carla_double
-from planet_tfa.environments import carla_env
+from planet_tfa.environments.carla import client as carla_client
+from planet_tfa.environments.carla import env as carla_env
+from planet_tfa.environments.carla import errors as carla_errors
+from planet_tfa.environments.carla import reward as carla_reward
+from planet_tfa.environments.carla import settings as carla_settings
+from planet_tfa.environments.carla import specs as carla_specs
 
 THROTTLE, BRAKE = np.array([1.0, 0.0], np.float32), np.array([-1.0, 0.0], np.float32)
 
@@ -27,12 +32,22 @@ def server(monkeypatch):
   carla_double.stop_all()
 
 
-def make_env(**overrides):
-  settings = dict(num_vehicles=0, action_repeat=2, max_steps=60, stuck_steps=0, seed=0,
-                  timeout_s=1.0, sensor_timeout_s=2.0, reconnect_attempts=3,
-                  reconnect_initial_delay_s=0.01, reconnect_deadline_s=5.0)
-  settings.update(overrides)
-  return carla_env.CarlaEnv(**settings)
+SETTINGS = dict(server=carla_settings.ServerSettings, world=carla_settings.WorldSettings,
+                sensors=carla_settings.SensorSettings, lidar=carla_settings.LidarSettings,
+                route=carla_settings.RouteSettings, reward=carla_settings.RewardSettings,
+                episode=carla_settings.EpisodeSettings)
+
+
+def make_env(seed=0, instance=0, **overrides):
+  """CarlaEnv on the double with short time-outs; overrides per group, e.g. episode={...}."""
+  groups = dict(server=dict(timeout_s=1.0, reconnect_attempts=3, reconnect_initial_delay_s=0.01,
+                            reconnect_deadline_s=5.0),
+                world=dict(num_vehicles=0), sensors=dict(timeout_s=2.0),
+                episode=dict(action_repeat=2, max_steps=60, stuck_steps=0))
+  for group, values in overrides.items():
+    groups.setdefault(group, {}).update(values)
+  settings = {group: SETTINGS[group](**values) for group, values in groups.items()}
+  return carla_env.CarlaEnv(seed=seed, instance=instance, **settings)
 
 
 def camera_frame(observation):
@@ -50,11 +65,11 @@ def drive(env, action, max_steps=200):
 
 
 def ours(server):
-  return server.actors(carla_env.ROLE_PREFIX)
+  return server.actors(carla_client.ROLE_PREFIX)
 
 
 def test_ticks_per_reset_and_step_and_sensor_data_of_the_ticked_frame(server):
-  env = make_env(action_repeat=3)
+  env = make_env(episode=dict(action_repeat=3))
   settings = server.settings
   assert settings.synchronous_mode and settings.fixed_delta_seconds == 0.05
   assert server.tm_synchronous == {8000: True}
@@ -66,7 +81,7 @@ def test_ticks_per_reset_and_step_and_sensor_data_of_the_ticked_frame(server):
     time_step = env.step(THROTTLE)
     assert server.frame == start + 1 + 3 * k
     assert camera_frame(time_step.observation) == server.frame
-  spec = carla_env.observation_spec()
+  spec = carla_specs.observation_spec()
   for key, value in time_step.observation.items():
     assert value.shape == spec[key].shape and value.dtype == spec[key].dtype
   assert time_step.observation['state'][2] > 0.5  # speed after 0.45 s of throttle
@@ -80,7 +95,7 @@ def test_collision_with_a_parked_vehicle_is_terminal(server):
                              carla_double.Transform(carla_double.Location(-8.0, 1.75, 0.5)))
   env = make_env()
   time_step = drive(env, THROTTLE)
-  assert env.get_info()['reason'] == carla_env.COLLISION
+  assert env.get_info()['reason'] == carla_reward.COLLISION
   assert time_step.discount == 0.0 and time_step.reward < -10.0
   assert parked.is_alive  # not ours: never destroyed by the adapter
   env.close()
@@ -89,13 +104,13 @@ def test_collision_with_a_parked_vehicle_is_terminal(server):
 def test_leaving_the_road_is_terminal(server):
   env = make_env()
   time_step = drive(env, np.array([1.0, 1.0], np.float32))  # full right lock
-  assert env.get_info()['reason'] == carla_env.OFF_ROAD and time_step.discount == 0.0
+  assert env.get_info()['reason'] == carla_reward.OFF_ROAD and time_step.discount == 0.0
   env.close()
 
 
 @pytest.mark.parametrize('overrides, reason', [
-    (dict(max_steps=5), carla_env.TIME_LIMIT),
-    (dict(stuck_steps=3, stuck_speed=0.5), carla_env.STUCK)])
+    (dict(episode=dict(max_steps=5)), carla_reward.TIME_LIMIT),
+    (dict(episode=dict(stuck_steps=3, stuck_speed=0.5)), carla_reward.STUCK)])
 def test_time_limit_and_stuck_are_truncations(server, overrides, reason):
   env = make_env(**overrides)
   time_step = drive(env, BRAKE)
@@ -109,14 +124,14 @@ def test_taking_the_unplanned_branch_at_a_junction_keeps_driving(server, monkeyp
   monkeypatch.setattr(carla_double, 'SPAWN_POINTS', [(0, 200.0)])  # 20 m before the fork
   replans = 0
   for seed in range(4):
-    env = make_env(seed=seed, max_steps=70, target_speed=20.0)
+    env = make_env(seed=seed, episode=dict(max_steps=70), reward=dict(target_speed=20.0))
     time_step = env.reset()
     progress = []
     while not time_step.is_last():
       time_step = env.step(np.array([0.6, 0.0], np.float32))
       progress.append(env.get_info()['reward_terms']['progress'])
     info = env.get_info()
-    assert info['reason'] == carla_env.TIME_LIMIT, (seed, info)
+    assert info['reason'] == carla_reward.TIME_LIMIT, (seed, info)
     assert min(progress) >= 0.0 and info['arc_length'] > 40.0
     replans += info['route_replans']
     env.close()
@@ -126,13 +141,13 @@ def test_taking_the_unplanned_branch_at_a_junction_keeps_driving(server, monkeyp
 def test_a_stalled_server_truncates_then_reconnect_destroys_the_stale_actors(
     server, monkeypatch):
   monkeypatch.setattr(carla_double, 'SPAWN_POINTS', [(0, 100.0), (1, 40.0), (2, 60.0)])
-  env = make_env(num_vehicles=2)
+  env = make_env(world=dict(num_vehicles=2))
   env.reset()
   assert len(ours(server)) == 1 + 3 + 2
   server.hang()
   time_step = env.step(THROTTLE)
   assert time_step.is_last() and time_step.discount == 1.0
-  assert env.get_info()['reason'] == carla_env.SIMULATOR_ERROR
+  assert env.get_info()['reason'] == carla_reward.SIMULATOR_ERROR
   server.resume()
   time_step = env.reset()
   assert time_step.is_first()
@@ -155,7 +170,7 @@ def test_a_restarted_server_is_reconnected_and_resynchronised(server):
 
 def test_close_leaves_no_actor_of_ours_and_an_asynchronous_world(server, monkeypatch):
   monkeypatch.setattr(carla_double, 'SPAWN_POINTS', [(0, 100.0), (1, 40.0), (2, 60.0)])
-  env = make_env(num_vehicles=2)
+  env = make_env(world=dict(num_vehicles=2))
   env.reset()
   env.step(THROTTLE)
   env.close()
@@ -167,7 +182,7 @@ def test_close_leaves_no_actor_of_ours_and_an_asynchronous_world(server, monkeyp
 
 def test_a_crashed_runs_actors_and_settings_are_cleaned_on_connect(server, monkeypatch):
   monkeypatch.setattr(carla_double, 'SPAWN_POINTS', [(0, 100.0), (1, 40.0), (2, 60.0)])
-  crashed = make_env(num_vehicles=2)
+  crashed = make_env(world=dict(num_vehicles=2))
   crashed.reset()  # then the process "dies": no close()
   server.settings.no_rendering_mode = True
   env = make_env()
@@ -187,7 +202,7 @@ def test_an_idle_env_accumulates_no_sensor_data(server):
     other.tick()  # someone else ticks the world while this env trains
   time_step = env.step(BRAKE)
   assert camera_frame(time_step.observation) == server.frame
-  buffer = carla_env.SensorBuffer(capacity=4)
+  buffer = carla_client.SensorBuffer(capacity=4)
   for item in range(1000):
     buffer.put(item)
   assert len(buffer) == 4 and buffer.get(timeout=0.1) == 996
@@ -198,8 +213,8 @@ def test_lidar_is_a_full_deterministic_sweep_by_default(server):
   world = carla_double.Client('localhost', 2000).get_world()
   world.spawn_actor(world.get_blueprint_library().find('vehicle.audi.a2'),
                     carla_double.Transform(carla_double.Location(-5.0, 1.75, 0.5)))
-  for overrides, deterministic in ((dict(), True), (dict(lidar_dropoff_general_rate=0.45),
-                                                     False)):
+  for overrides, deterministic in ((dict(), True),
+                                   (dict(lidar=dict(dropoff_general_rate=0.45)), False)):
     env = make_env(**overrides)
     env.reset()
     images = [env.step(BRAKE).observation['lidar'] for _ in range(3)]
@@ -219,10 +234,10 @@ def test_instances_use_their_own_simulator_and_traffic_manager_ports(server):
   assert len(server.ticking_clients) == 1 and len(second.ticking_clients) == 1
   first_env.close()
   second_env.close()
-  with pytest.raises(carla_env.CarlaPortError, match='CarlaEnv.instance'):
-    make_env(port=2010, tm_port=8000, instance=0)  # TM 8000 serves the server on 2000?
-  assert carla_env.instance_ports(2000, 8000, 3, 10) == (2030, 8030)
+  with pytest.raises(carla_errors.CarlaPortError, match='CarlaEnv.instance'):
+    make_env(server=dict(port=2010, tm_port=8000), instance=0)  # TM 8000 serves the server on 2000?
+  assert carla_client.instance_ports(2000, 8000, 3, 10) == (2030, 8030)
   with pytest.raises(ValueError, match='port_stride'):
-    carla_env.instance_ports(2000, 8000, 1, 2)
-  with pytest.raises(ValueError, match='CarlaEnv.tm_port=2002'):
-    carla_env.instance_ports(2000, 2002)
+    carla_client.instance_ports(2000, 8000, 1, 2)
+  with pytest.raises(ValueError, match='CarlaServer.tm_port=2002'):
+    carla_client.instance_ports(2000, 2002)

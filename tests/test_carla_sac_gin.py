@@ -1,6 +1,6 @@
 """gin/carla_sac.gin: it parses, and agent, policy and export build from CARLA's specs.
 
-No CARLA server runs here; the specs come from carla_env.observation_spec(),
+No CARLA server runs here; the specs come from carla_specs.observation_spec(),
 the same function the environment uses.
 """
 import json
@@ -18,7 +18,8 @@ from tf_agents.trajectories import time_step as ts
 from planet_tfa.programs import gin_files
 from planet_tfa import saved_policies
 from planet_tfa.agents import latent_sac_agent
-from planet_tfa.environments import carla_env
+from planet_tfa.environments.carla import client as carla_client
+from planet_tfa.environments.carla import specs as carla_specs
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -27,8 +28,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def carla_agent(tiny_model_bindings):
   gin_files.parse(['carla_sac.gin'], tiny_model_bindings)
   try:
-    observation_spec = tensor_spec.from_spec(carla_env.observation_spec())
-    action_spec = tensor_spec.from_spec(carla_env.action_spec())
+    observation_spec = tensor_spec.from_spec(carla_specs.observation_spec())
+    action_spec = tensor_spec.from_spec(carla_specs.action_spec())
     agent = latent_sac_agent.LatentSacAgent(ts.time_step_spec(observation_spec), action_spec)
     yield agent
   finally:
@@ -39,7 +40,7 @@ def test_carla_gin_binds_the_simulator_and_sensor_keys():
   gin_files.parse(['carla_sac.gin'])
   try:
     assert gin.query_parameter('load_environment.loader').selector == 'CarlaEnv'
-    assert gin.query_parameter('CarlaEnv.port') == 2000
+    assert gin.query_parameter('CarlaServer.port') == 2000
     assert gin.query_parameter('WorldModel.encoder_keys') == ['camera', 'lidar']
     assert 'birdeye' in gin.query_parameter('WorldModel.decoder_keys')
     assert gin.query_parameter('LatentSacAgent.target_entropy') == -2.0
@@ -92,9 +93,9 @@ def test_train_eval_runs_a_few_iterations_on_a_carla_server(tmp_path, tiny_model
   host = os.environ['CARLA_HOST']
   port = int(os.environ.get('CARLA_PORT', '2000'))
   tm_port = int(os.environ.get('CARLA_TM_PORT', '8000'))
-  params = tiny_model_bindings + [f'CarlaEnv.host = "{host}"', f'CarlaEnv.port = {port}',
-                   f'CarlaEnv.tm_port = {tm_port}', 'CarlaEnv.max_steps = 40',
-                   'CarlaEnv.num_vehicles = 5', 'train_eval.num_iterations = 2',
+  params = tiny_model_bindings + [f'CarlaServer.host = "{host}"', f'CarlaServer.port = {port}',
+                   f'CarlaServer.tm_port = {tm_port}', 'CarlaEpisode.max_steps = 40',
+                   'CarlaWorld.num_vehicles = 5', 'train_eval.num_iterations = 2',
                    'train_eval.initial_collect_episodes = 1',
                    'train_eval.train_steps_per_iteration = 2', 'train_eval.batch_size = 4',
                    'train_eval.eval_interval = 2', 'train_eval.checkpoint_interval = 1']
@@ -109,10 +110,10 @@ def test_train_eval_runs_a_few_iterations_on_a_carla_server(tmp_path, tiny_model
   names = {s.name for s in loaded.signatures['action'].structured_input_signature[1].values()}
   assert not any('birdeye' in n for n in names)
   # The run left the server as it should: nothing of ours, asynchronous.
-  carla = carla_env.import_carla()
+  carla = carla_client.import_carla()
   client = carla.Client(host, port)
   client.set_timeout(30.0)
   world = client.get_world()
   assert not [a for a in world.get_actors()
-              if a.attributes.get('role_name', '').startswith(carla_env.ROLE_PREFIX)]
+              if a.attributes.get('role_name', '').startswith(carla_client.ROLE_PREFIX)]
   assert not world.get_settings().synchronous_mode

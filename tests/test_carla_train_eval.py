@@ -21,7 +21,7 @@ import tiny_model
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TESTS = os.path.join(REPO, 'tests')
 TINY = tiny_model.BINDINGS + [
-    'CarlaEnv.max_steps = 12', 'CarlaEnv.num_vehicles = 2', 'CarlaEnv.timeout_s = 2.0',
+    'CarlaEpisode.max_steps = 12', 'CarlaWorld.num_vehicles = 2', 'CarlaServer.timeout_s = 2.0',
     'train_eval.initial_collect_episodes = 1', 'train_eval.train_steps_per_iteration = 2',
     'train_eval.batch_size = 4', 'train_eval.eval_interval = 2',
     'train_eval.checkpoint_interval = 1', 'train_eval.image_summary_interval = 1',

@@ -4,7 +4,7 @@ import os
 
 import numpy as np
 
-from planet_tfa.environments import carla_env
+from planet_tfa.environments.carla import env as carla_env
 from planet_tfa.environments import suites
 
 

@@ -11,7 +11,8 @@ import tensorflow as tf
 from tf_agents.trajectories import time_step as ts
 
 from planet_tfa.programs import gin_files
-from planet_tfa.environments import carla_env
+from planet_tfa.environments.carla import geometry as carla_geometry
+from planet_tfa.environments.carla import specs as carla_specs
 from planet_tfa.environments import highway
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -35,24 +36,24 @@ def assert_not_black(image, what):
 def test_real_episode_has_carla_layout_and_rendered_frames(scenario):
   env = highway.load_highway(scenario, seed=0, episode_seconds=3.0)
   try:
-    assert env.observation_spec() == carla_env.observation_spec()
-    assert env.action_spec() == carla_env.action_spec()
+    assert env.observation_spec() == carla_specs.observation_spec()
+    assert env.action_spec() == carla_specs.action_spec()
     rng = np.random.default_rng(0)
     time_step = env.reset()
     steps = [time_step]
     for _ in range(12):
       steps.append(env.step(rng.uniform(-0.3, 0.3, 2).astype(np.float32)))
     for step in steps:
-      for key, spec in carla_env.observation_spec().items():
+      for key, spec in carla_specs.observation_spec().items():
         value = step.observation[key]
         assert value.shape == spec.shape and value.dtype == spec.dtype, key
       assert_not_black(step.observation['camera'], 'camera')
     first = steps[0].observation
-    geometry = carla_env.birdeye_geometry()
+    geometry = carla_geometry.birdeye_geometry()
     # The ego starts on the road: its pixel is road (channel 0) and ego (channel 2).
-    assert first['birdeye'][geometry.ego_row, geometry.ego_col, 0] == carla_env.ROAD_VALUE
-    assert first['birdeye'][geometry.ego_row, geometry.ego_col, 2] == carla_env.EGO_VALUE
-    assert first['birdeye'][..., 1].max() in (0, carla_env.VEHICLE_VALUE)
+    assert first['birdeye'][geometry.ego_row, geometry.ego_col, 0] == carla_geometry.ROAD_VALUE
+    assert first['birdeye'][geometry.ego_row, geometry.ego_col, 2] == carla_geometry.EGO_VALUE
+    assert first['birdeye'][..., 1].max() in (0, carla_geometry.VEHICLE_VALUE)
     # Lidar: ground returns around the ego, nothing inside its own box.
     assert first['lidar'][..., 1].mean() > 50
     assert first['lidar'][geometry.ego_row, geometry.ego_col].max() == 0
@@ -78,7 +79,7 @@ def test_lidar_sees_the_car_ahead_in_the_obstacle_channel():
     other.position = ego.position + np.array([10.0, 0.0])  # 10 m straight ahead
     other.heading = ego.heading
     observation = env.step(np.zeros(2, np.float32)).observation
-    geometry = carla_env.birdeye_geometry()
+    geometry = carla_geometry.birdeye_geometry()
     obstacle_rows, obstacle_cols = np.nonzero(observation['lidar'][..., 0])
     ahead = obstacle_rows < geometry.ego_row
     assert ahead.any(), 'no lidar hit ahead of the ego'

@@ -11,6 +11,7 @@ from planet_tfa import experiment as experiment_lib
 from planet_tfa import learner
 from planet_tfa import validation
 import tiny_model
+from planet_tfa.renamed_bindings import RENAMED_BINDINGS
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY = tiny_model.DMC_FLAGS
@@ -154,3 +155,25 @@ def test_a_run_config_of_an_older_version_upgrades_renamed_bindings():
   assert gin_files.upgrade_renamed(old) == ('window_stride.stride_length = 2\n'
                                          'eval/window_stride.stride_length = 2\n'
                                          'make_experience_table.capacity_env_steps = 100\n')
+
+
+def test_old_flat_carla_bindings_fail_naming_their_settings_group():
+  for old, new in (('CarlaEnv.lidar_range', 'CarlaLidar.range'),
+                   ('CarlaEnv.max_steps', 'CarlaEpisode.max_steps'),
+                   ('CarlaEnv.sensor_timeout_s', 'CarlaSensors.timeout_s')):
+    gin.clear_config()
+    with pytest.raises(gin_files.ConfigError) as raised:
+      gin_files.parse(['carla_sac.gin'], [f'{old} = 4'])
+    assert f'`{old}` is now `{new}`' in str(raised.value)
+
+
+def test_an_old_carla_run_config_loads_under_the_settings_groups():
+  """Every flat CarlaEnv parameter an old operative_config.gin holds names an existing one."""
+  old = ''.join(f'{name} = None\n' for name in RENAMED_BINDINGS if name.startswith('CarlaEnv.'))
+  upgraded = gin_files.upgrade_renamed(old + 'CarlaEnv.seed = 3\ncollect/CarlaEnv.instance = 1\n')
+  lines = upgraded.splitlines()
+  assert 'CarlaServer.port = None' in lines and 'CarlaServer.port_stride = None' in lines
+  # seed and instance stay on the env, every other flat name moved to a group.
+  assert [line for line in lines if 'CarlaEnv.' in line] == [
+      'CarlaEnv.seed = 3', 'collect/CarlaEnv.instance = 1']
+  gin.parse_config(upgraded)  # an unknown parameter would raise here

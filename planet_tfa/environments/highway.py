@@ -1,7 +1,7 @@
 """Driving without a simulator server: highway-env 1.11 with CarlaEnv's observation layout.
 
 `load_highway` returns a TF-Agents PyEnvironment whose observation and action
-specs are `carla_env.observation_spec()` and `carla_env.action_spec()` (imported,
+specs are `carla.specs.observation_spec()` and `carla.specs.action_spec()` (imported,
 not redefined), so `gin/highway_sac.gin` trains exactly the model of
 `gin/carla_sac.gin` (both include `gin/driving.gin`) on any machine.
 
@@ -13,19 +13,19 @@ What each key means here (all images 64x64 uint8, forward up, right to the right
   lidar:   highway-env's `LidarObservation`, the scenario's observation type
            here (the distance to the nearest vehicle in each of `lidar_cells`
            angular sectors, up to `lidar_range` m), turned into lidar points
-           and drawn by `carla_env.lidar_to_birdeye`:
+           and drawn by `carla.geometry.lidar_to_birdeye`:
            channel 0 the obstacle hit of each sector, channel 1 ground returns
            along each ray up to its hit (what a real lidar sees of the road
            surface), channel 2 an intensity that falls with distance.
-  birdeye: `carla_env.render_semantic_birdeye` of highway-env's road network
+  birdeye: `carla.geometry.render_semantic_birdeye` of highway-env's road network
            (channel 0: lane surfaces at ROAD_VALUE; highway-env has no planned
            route, so ROUTE_VALUE never appears), the other vehicles' boxes
            (channel 1) and the ego's box (channel 2); same geometry as CARLA
            (0.5 m/px, 24 m ahead, 8 m behind). Decode-only target.
-  state:   carla_env.STATE_NAMES: [lateral offset from the centre of the ego's
+  state:   carla.specs.STATE_NAMES: [lateral offset from the centre of the ego's
            current lane (m, + right), heading error to that lane (rad), speed
            (m/s), distance to the nearest vehicle centre ahead within 2 m of
-           the ego's axis (m, capped at 50, `carla_env.front_vehicle_distance`)].
+           the ego's axis (m, capped at 50, `carla.route.front_vehicle_distance`)].
            CARLA measures offset and heading against its planned route; here
            the ego's current lane is the route.
 
@@ -62,7 +62,10 @@ from tf_agents.environments import py_environment
 from tf_agents.trajectories import time_step as ts
 
 from planet_tfa import errors
-from planet_tfa.environments import carla_env
+from planet_tfa.environments.carla import geometry as carla_geometry
+from planet_tfa.environments.carla import reward as carla_reward
+from planet_tfa.environments.carla import route as carla_route
+from planet_tfa.environments.carla import specs as carla_specs
 
 HIGHWAY_ENV_VERSION = '1.11'
 INSTALL_HINT = "pip install -e '.[highway]'   (installs highway-env==%s)" % HIGHWAY_ENV_VERSION
@@ -84,12 +87,12 @@ SCENARIOS = {
     'highway': ('highway-v0', {'offroad_terminal': True, 'policy_frequency': 5}),
 }
 
-COLLISION = carla_env.COLLISION
-OFF_ROAD = carla_env.OFF_ROAD
-TIME_LIMIT = carla_env.TIME_LIMIT
+COLLISION = carla_reward.COLLISION
+OFF_ROAD = carla_reward.OFF_ROAD
+TIME_LIMIT = carla_reward.TIME_LIMIT
 OTHER_TERMINAL = 'terminal'  # a scenario's own end (e.g. reaching an exit)
 
-# Lidar points are drawn by carla_env.lidar_to_birdeye, which sorts them by
+# Lidar points are drawn by carla.geometry.lidar_to_birdeye, which sorts them by
 # height above the ground below a sensor this high (CarlaEnv's defaults).
 _LIDAR_HEIGHT = 2.4
 _OBSTACLE_HEIGHT = 1.0  # a hit on a car body: well above the ground tolerance
@@ -180,14 +183,14 @@ def lane_quads(lanes, quad_length_m=_LANE_QUAD_LENGTH_M):
     centre = np.array([lane.position(x, 0.0) for x in s])
     yaw_deg = np.degrees([lane.heading_at(x) for x in s])
     width = np.array([lane.width_at(x) for x in s])
-    quads.append(carla_env.lane_segment_quads(centre[:-1], yaw_deg[:-1], width[:-1],
-                                              centre[1:], yaw_deg[1:], width[1:]))
+    quads.append(carla_geometry.lane_segment_quads(centre[:-1], yaw_deg[:-1], width[:-1],
+                                                   centre[1:], yaw_deg[1:], width[1:]))
   return np.concatenate(quads) if quads else np.zeros((0, 4, 2))
 
 
 def vehicle_box(vehicle):
-  return carla_env.box_polygon(vehicle.position, math.degrees(vehicle.heading),
-                               vehicle.LENGTH / 2.0, vehicle.WIDTH / 2.0)
+  return carla_geometry.box_polygon(vehicle.position, math.degrees(vehicle.heading),
+                                    vehicle.LENGTH / 2.0, vehicle.WIDTH / 2.0)
 
 
 def birdeye_view_radius(geometry, slack_m=10.0):
@@ -253,7 +256,7 @@ class HighwayDrivingEnv(py_environment.PyEnvironment):
     self._sim = self._env.unwrapped
     self._lidar_range = float(lidar_range)
     self._image_size = int(image_size)
-    self._geometry = carla_env.birdeye_geometry(image_size, meters_per_pixel)
+    self._geometry = carla_geometry.birdeye_geometry(image_size, meters_per_pixel)
     self._view_radius = birdeye_view_radius(self._geometry)
     self._target_speed = target_speed
     self._seed = seed
@@ -263,10 +266,10 @@ class HighwayDrivingEnv(py_environment.PyEnvironment):
     self._last_position = None
 
   def observation_spec(self):
-    return carla_env.observation_spec(self._image_size)
+    return carla_specs.observation_spec(self._image_size)
 
   def action_spec(self):
-    return carla_env.action_spec()
+    return carla_specs.action_spec()
 
   def get_info(self):
     """reason (None until the episode ends), distance_m, speed_mps, crashed, on_road."""
@@ -350,24 +353,24 @@ class HighwayDrivingEnv(py_environment.PyEnvironment):
     points = lidar_sectors_to_points(
         np.asarray(lidar_sectors)[:, 0], vehicle.heading, self._lidar_range,
         ground_spacing_m=self._geometry.meters_per_pixel)
-    lidar = carla_env.lidar_to_birdeye(
+    lidar = carla_geometry.lidar_to_birdeye(
         points, self._geometry, lidar_range=self._lidar_range, lidar_height=_LIDAR_HEIGHT,
         exclude_half_extent=(vehicle.LENGTH / 2.0, vehicle.WIDTH / 2.0))
 
     others = [v for v in sim.road.vehicles if v is not vehicle
               and np.linalg.norm(np.asarray(v.position) - ego_xy) <= self._view_radius]
-    birdeye = carla_env.render_semantic_birdeye(
+    birdeye = carla_geometry.render_semantic_birdeye(
         self._geometry, ego_xy, ego_yaw_deg,
-        road_polygons=carla_env.cull_polygons(self._road_quads, ego_xy, self._view_radius),
+        road_polygons=carla_geometry.cull_polygons(self._road_quads, ego_xy, self._view_radius),
         vehicle_polygons=[vehicle_box(v) for v in others],
         ego_polygon=vehicle_box(vehicle))
 
     lane = vehicle.lane
     longitudinal, lateral = lane.local_coordinates(vehicle.position)
     heading_error = wrap_angle(vehicle.heading - lane.heading_at(longitudinal))
-    front = carla_env.front_vehicle_distance(
+    front = carla_route.front_vehicle_distance(
         ego_xy, ego_yaw_deg, [v.position for v in sim.road.vehicles if v is not vehicle])
-    state = carla_env.state_vector(lateral, heading_error, vehicle.speed, front)
+    state = carla_route.state_vector(lateral, heading_error, vehicle.speed, front)
     return {'camera': camera, 'lidar': lidar, 'birdeye': birdeye, 'state': state}
 
 

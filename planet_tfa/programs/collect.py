@@ -72,7 +72,7 @@ def main(argv):
       os._exit(1)  # the episode thread may be stuck inside a Reverb write
     return None
 
-  result = cli.run_program(collect, user_errors=gin_files.ENV_ERRORS)
+  result = cli.run_program(collect)
   print(f'[collector {result["collector_id"]}] done: {result["episodes"]} episodes'
         + (f' (stopped by {result["stopped_by"]})' if result['stopped_by'] else ''),
         flush=True)

@@ -21,20 +21,15 @@ from planet_tfa.agents import cem_policy
 from planet_tfa.agents import latent_sac_agent
 from planet_tfa.agents import world_model
 from planet_tfa.environments import highway  # imports highway-env only when used
+from planet_tfa.environments.carla import env as carla_env  # the wheel loads lazily
 from planet_tfa.environments import suites
 from planet_tfa.networks import decoders
 from planet_tfa.networks import encoders
 from planet_tfa.networks import rssm
 from planet_tfa.replay import observers
 from planet_tfa.replay import tables
-try:
-  from planet_tfa.environments import carla_env
-except ImportError:  # no carla wheel: CARLA configs fail when they name CarlaEnv
-  carla_env = None
 # pylint: enable=unused-import
 
-# Simulator errors whose message names the cause and the fix.
-ENV_ERRORS = (carla_env.CarlaEnvError,) if carla_env is not None else ()
 from planet_tfa.errors import ConfigError
 from planet_tfa.renamed_bindings import RENAMED_BINDINGS
 

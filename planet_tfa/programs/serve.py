@@ -62,7 +62,7 @@ def main(argv):
     server.serve(build_tables(root_dir, experiment), root_dir, FLAGS.port,
                  FLAGS.replay_checkpoint_interval_s, FLAGS.allow_remote)
 
-  cli.run_program(serve, user_errors=gin_files.ENV_ERRORS)
+  cli.run_program(serve)
 
 
 if __name__ == '__main__':

@@ -50,7 +50,7 @@ def main(argv):
 
   # A non-finite loss raises InvalidArgumentError naming the tensor, before any update.
   cli.run_program(train, kept=f'checkpoints and replay in {root_dir} were kept',
-                  user_errors=(tf.errors.InvalidArgumentError,) + gin_files.ENV_ERRORS)
+                  user_errors=(tf.errors.InvalidArgumentError,))
 
 
 if __name__ == '__main__':

@@ -1,0 +1,463 @@
+"""CarlaEnv: the ego vehicle in a synchronous CARLA 0.9.16 world as a TF-Agents PyEnvironment.
+
+The array work (specs, bird's-eye rendering, route projection, reward) lives
+in the sibling modules as numpy functions; this module spawns actors, ticks
+the world and hands simulator data to them.
+"""
+import collections
+import dataclasses
+import logging
+import math
+
+import gin
+import numpy as np
+from tf_agents.environments import py_environment
+from tf_agents.trajectories import time_step as ts
+
+from planet_tfa.environments.carla import client
+from planet_tfa.environments.carla import errors
+from planet_tfa.environments.carla import geometry
+from planet_tfa.environments.carla import reward
+from planet_tfa.environments.carla import route
+from planet_tfa.environments.carla import settings
+from planet_tfa.environments.carla import specs
+
+
+@gin.configurable
+class CarlaEnv(py_environment.PyEnvironment):
+  """Ego vehicle in synchronous CARLA with Traffic-Manager traffic; one tick per repeat.
+
+  Connects in the constructor (fails fast with CarlaConnectionError). A
+  simulator fault mid-episode ends the episode as a truncation with reason
+  'simulator_error'; the next reset reconnects with exponential backoff.
+
+  One env owns one server's world: it ticks it, and on connect it destroys
+  every actor tagged with ROLE_PREFIX (what a crashed run of this adapter
+  left) and sets the world settings explicitly. Close it (or use it as a
+  context manager) to put the world back in asynchronous mode: a synchronous
+  server left without its ticking client freezes every later client.
+
+  Its settings come in groups (settings.py: CarlaServer, CarlaWorld,
+  CarlaSensors, CarlaLidar, CarlaRoute, CarlaReward, CarlaEpisode). `instance`
+  K (a collector's number) moves both the simulator port and the Traffic
+  Manager port up by K * CarlaServer.port_stride, so N processes on one host
+  talk to N servers without colliding.
+  """
+
+  def __init__(self, server=None, world=None, sensors=None, lidar=None, route=None,
+               reward=None, episode=None, seed=0, instance=0):
+    """Groups left None take their gin-configured settings (CarlaServer, ...; settings.py).
+
+    `seed` (spawn points, traffic, route branches, Traffic Manager; None: random)
+    and `instance` are per env, so they stay here: the run passes them.
+    """
+    super().__init__(handle_auto_reset=True)
+    self._server_settings = server = server or settings.ServerSettings()
+    self._world_settings = world = world or settings.WorldSettings()
+    self._sensor_settings = sensors = sensors or settings.SensorSettings()
+    self._lidar_settings = lidar or settings.LidarSettings()
+    self._route_settings = route or settings.RouteSettings()
+    self._reward_settings = reward or settings.RewardSettings()
+    self._episode_settings = episode or settings.EpisodeSettings()
+    self._port, self._tm_port = client.instance_ports(server.port, server.tm_port, instance,
+                                                      server.port_stride)
+    self._dt = world.fixed_delta_seconds
+    self._step_seconds = self._dt * self._episode_settings.action_repeat
+    self._geometry = geometry.birdeye_geometry(sensors.image_size, sensors.meters_per_pixel,
+                                               sensors.ego_position)
+    self._observation_spec = specs.observation_spec(sensors.image_size, specs.STATE_SIZE)
+    self._action_spec = specs.action_spec()
+    self._seed = seed
+    self._rng = np.random.default_rng(seed)
+
+    self._carla = None
+    self._client = self._world = self._map = self._traffic_manager = None
+    self._road_quads_by_map = {}
+    self._needs_reconnect = False
+    self._clear_episode_state()
+    self._info = {'reason': None}
+    try:
+      self._connect_and_configure()
+    except BaseException:
+      self.close()
+      raise
+
+  # ---- specs / info ----
+
+  @property
+  def action_repeat(self):
+    """Simulator ticks per agent step: the environment steps of `schedule`."""
+    return self._episode_settings.action_repeat
+
+  def observation_spec(self):
+    return self._observation_spec
+
+  def action_spec(self):
+    return self._action_spec
+
+  def get_info(self):
+    """{'reason': None | 'collision' | ... | 'simulator_error', reward terms, ...}."""
+    return dict(self._info)
+
+  def render(self, mode='rgb_array'):
+    if mode != 'rgb_array':
+      raise NotImplementedError('only rgb_array rendering is supported')
+    return None if self._last_observation is None else self._last_observation['camera']
+
+  # ---- connection / world ----
+
+  def _connect_and_configure(self):
+    """Connects, loads the town, clears our leftovers, sets synchronous mode (world and TM)."""
+    server, world = self._server_settings, self._world_settings
+    self._carla = client.import_carla()
+    self._client = client.connect(server.host, self._port, server.timeout_s,
+                                  server.check_version)
+    self._world = self._client.get_world()  # what close() restores if loading fails
+    self._world, self._map = client.load_town(self._client, self._world, world.town,
+                                              server.timeout_s, server.load_world_timeout_s)
+    client.destroy_leftovers(self._client, self._world)
+    client.set_synchronous(self._world, self._dt, world.no_rendering_mode)
+    self._traffic_manager = client.synchronous_traffic_manager(
+        self._client, self._tm_port, server.host, self._port, self._seed)
+    client.set_weather(self._world, world.weather)
+    self._world.tick(server.timeout_s)
+
+  def _reconnect_with_backoff(self):
+    """After a fault: reconnect with backoff, giving up with CarlaConnectionError.
+
+    The old actors are forgotten without RPCs (each would wait a full timeout
+    on a dead server); connecting destroys them by their role_name tag, unless
+    the server restarted and took them with it.
+    """
+    where = '%s:%s' % (self._server_settings.host, self._port)
+    logging.warning('reconnecting to CARLA at %s', where)
+    for sensor in self._sensors:
+      try:
+        sensor.stop()
+      except RuntimeError:
+        pass
+    self._clear_episode_state()
+    self._client = self._world = self._map = self._traffic_manager = None
+    client.retry_with_backoff(self._connect_and_configure, what='CARLA server at ' + where,
+                              **self._server_settings.reconnect_kwargs())
+    self._needs_reconnect = False
+
+  def close(self):
+    """Destroys sensors and actors, then restores the world settings (even if that fails).
+
+    After a fault, a server that no longer answers is not cleaned up: every
+    call would wait a full timeout for nothing.
+    """
+    if self._client is None or (self._needs_reconnect
+                                and not client.server_alive(self._client)):
+      self._clear_episode_state()
+      self._client = self._world = self._map = self._traffic_manager = None
+      return
+    try:
+      self._destroy_actors()
+    finally:
+      client.restore_asynchronous(self._world, self._traffic_manager)
+      self._client = self._world = self._map = self._traffic_manager = None
+
+  # ---- actors ----
+
+  def _clear_episode_state(self):
+    self._ego = None
+    self._sensors = []
+    self._traffic = []
+    self._camera_queue = client.SensorBuffer(self._sensor_settings.buffer_size)
+    self._lidar_queue = client.SensorBuffer(self._sensor_settings.buffer_size)
+    self._collision_frames = []
+    self._route_waypoints = []
+    self._route_xy = np.zeros((0, 2))
+    self._route_arc = np.zeros((0,))
+    self._route_quads = geometry.PolygonIndex(np.zeros((0, 4, 2)))
+    self._route_segment = 0
+    self._route_replans = 0
+    self._route_arc_origin = 0.0
+    self._arc_length = 0.0
+    self._step_count = 0
+    self._slow_steps = 0
+    self._previous_steer = 0.0
+    self._last_observation = None
+
+  def _destroy_actors(self):
+    """Stops and destroys sensors first (their callbacks must not outlive them), then vehicles."""
+    for sensor in self._sensors:
+      try:
+        sensor.stop()
+        sensor.destroy()
+      except RuntimeError as error:
+        logging.warning('could not destroy sensor: %s', error)
+    vehicle_ids = [actor.id for actor in self._traffic]
+    if self._ego is not None:
+      vehicle_ids.append(self._ego.id)
+    if vehicle_ids and self._client is not None and self._carla is not None:
+      try:
+        self._client.apply_batch_sync(
+            [self._carla.command.DestroyActor(i) for i in vehicle_ids], False)
+      except RuntimeError as error:
+        logging.warning('could not destroy vehicles: %s', error)
+    self._clear_episode_state()
+
+  def _spawn_ego(self, spawn_points):
+    blueprint = self._world.get_blueprint_library().find(self._world_settings.ego_blueprint)
+    blueprint.set_attribute('role_name', client.ROLE_PREFIX + '_hero')
+    order = self._rng.permutation(len(spawn_points))
+    for index in order[:self._world_settings.spawn_retries]:
+      lane = self._map.get_waypoint(spawn_points[index].location)
+      if lane is None or not lane.next(self._route_settings.spacing):
+        continue  # A dead end leaves no route to follow.
+      ego = self._world.try_spawn_actor(blueprint, spawn_points[index])
+      if ego is not None:
+        return ego, int(index)
+    world = self._world_settings
+    raise errors.CarlaSpawnError('could not spawn %s at any of %d random spawn points of %s'
+                                 % (world.ego_blueprint,
+                                    min(world.spawn_retries, len(spawn_points)), world.town))
+
+  def _spawn_sensors(self):
+    carla, library = self._carla, self._world.get_blueprint_library()
+    camera_bp = library.find('sensor.camera.rgb')
+    sensors = self._sensor_settings
+    camera_bp.set_attribute('image_size_x', str(sensors.image_size))
+    camera_bp.set_attribute('image_size_y', str(sensors.image_size))
+    camera_bp.set_attribute('fov', str(sensors.camera_fov))
+    lidar_bp = library.find('sensor.lidar.ray_cast')
+    # One full turn per tick, so every tick's sweep covers 360 degrees.
+    for key, value in self._lidar_settings.blueprint_attributes(self._dt).items():
+      lidar_bp.set_attribute(key, value)
+    collision_bp = library.find('sensor.other.collision')
+    for blueprint, name in ((camera_bp, 'camera'), (lidar_bp, 'lidar'),
+                            (collision_bp, 'collision')):
+      blueprint.set_attribute('role_name', '%s_%s' % (client.ROLE_PREFIX, name))
+    camera = self._world.spawn_actor(
+        camera_bp, carla.Transform(carla.Location(x=1.5, z=2.0)), attach_to=self._ego)
+    self._sensors.append(camera)
+    lidar = self._world.spawn_actor(
+        lidar_bp, carla.Transform(carla.Location(z=self._lidar_settings.height)),
+        attach_to=self._ego)
+    self._sensors.append(lidar)
+    collision = self._world.spawn_actor(collision_bp, carla.Transform(),
+                                        attach_to=self._ego)
+    self._sensors.append(collision)
+    camera.listen(self._camera_queue.put)
+    lidar.listen(self._lidar_queue.put)
+    frames = self._collision_frames  # No reference to self inside CARLA's thread.
+    collision.listen(lambda event: frames.append(event.frame))
+
+  def _spawn_traffic(self, spawn_points, ego_index):
+    if self._world_settings.num_vehicles <= 0:
+      return
+    command = self._carla.command
+    blueprints = [bp for bp in self._world.get_blueprint_library().filter('vehicle.*')
+                  if not bp.has_attribute('number_of_wheels')
+                  or int(bp.get_attribute('number_of_wheels')) == 4]
+    free = [i for i in self._rng.permutation(len(spawn_points)) if i != ego_index]
+    batch = []
+    for index in free[:self._world_settings.num_vehicles]:
+      blueprint = blueprints[self._rng.integers(len(blueprints))]
+      blueprint.set_attribute('role_name', client.ROLE_PREFIX + '_traffic')
+      batch.append(command.SpawnActor(blueprint, spawn_points[index]).then(
+          command.SetAutopilot(command.FutureActor, True, self._tm_port)))
+    responses = self._client.apply_batch_sync(batch, True)
+    ids = [response.actor_id for response in responses if not response.error]
+    self._traffic = list(self._world.get_actors(ids))
+
+  # ---- route ----
+
+  def _extend_route(self):
+    """Follows lanes ahead (random branch at junctions) until route_lookahead is covered."""
+    waypoint = self._route_waypoints[-1]
+    covered = self._route_arc[-1] if len(self._route_arc) else self._route_arc_origin
+    length = covered - self._arc_length
+    added = []
+    while length < self._route_settings.lookahead:
+      choices = waypoint.next(self._route_settings.spacing)
+      if not choices:
+        break
+      waypoint = choices[self._rng.integers(len(choices))]
+      added.append(waypoint)
+      length += self._route_settings.spacing
+    if not added and len(self._route_arc):
+      return
+    self._route_waypoints.extend(added)
+    waypoints = self._route_waypoints
+    self._route_xy = np.array([[w.transform.location.x, w.transform.location.y]
+                               for w in waypoints])
+    yaws = np.array([w.transform.rotation.yaw for w in waypoints])
+    widths = np.array([w.lane_width for w in waypoints])
+    self._route_arc = route.route_arc_lengths(self._route_xy) + self._route_arc_origin
+    self._route_quads = geometry.PolygonIndex(geometry.lane_segment_quads(
+        self._route_xy[:-1], yaws[:-1], widths[:-1], self._route_xy[1:], yaws[1:],
+        widths[1:]))
+
+  def _replan_from(self, waypoint, ego_xy):
+    """Restarts the route at `waypoint`, keeping the arc length continuous.
+
+    The new route's arc length at the ego equals the last step's, so the step
+    that re-plans earns no progress rather than a jump of either sign.
+    """
+    self._route_waypoints = [waypoint]
+    self._route_arc = np.zeros((0,))
+    self._route_arc_origin = self._arc_length
+    self._extend_route()
+    start = route.project_onto_route(self._route_xy, ego_xy, 0, 25, self._route_arc)
+    shift = self._arc_length - start.arc_length
+    self._route_arc_origin += shift
+    self._route_arc = self._route_arc + shift
+    self._route_segment = 0
+    self._route_replans += 1
+
+  def _road_quads(self):
+    """Lane quads of every driving lane of the map, built once per map."""
+    name = self._map.name
+    if name not in self._road_quads_by_map:
+      starts, ends = [], []
+      for waypoint in self._map.generate_waypoints(self._route_settings.road_spacing):
+        for successor in waypoint.next(self._route_settings.road_spacing):
+          starts.append(waypoint)
+          ends.append(successor)
+      def arrays(waypoints):
+        xy = np.array([[w.transform.location.x, w.transform.location.y]
+                       for w in waypoints]).reshape(-1, 2)
+        return (xy, np.array([w.transform.rotation.yaw for w in waypoints]),
+                np.array([w.lane_width for w in waypoints]))
+      self._road_quads_by_map[name] = geometry.PolygonIndex(
+          geometry.lane_segment_quads(*arrays(starts), *arrays(ends)))
+    return self._road_quads_by_map[name]
+
+  # ---- episode ----
+
+  def _reset(self):
+    if self._needs_reconnect:
+      self._reconnect_with_backoff()
+    try:
+      return self._start_episode()
+    except errors.SIMULATOR_FAULTS as error:
+      logging.error('CARLA fault while resetting (%s); reconnecting once', error)
+      self._reconnect_with_backoff()
+      return self._start_episode()
+
+  def _start_episode(self):
+    self._destroy_actors()
+    self._info = {'reason': None}
+    spawn_points = self._map.get_spawn_points()
+    self._ego, ego_index = self._spawn_ego(spawn_points)
+    self._spawn_sensors()
+    self._spawn_traffic(spawn_points, ego_index)
+    # A new actor reports the origin until a tick; the spawn point is exact.
+    start = self._map.get_waypoint(spawn_points[ego_index].location)
+    self._route_waypoints = [start]
+    self._extend_route()
+    frame = self._world.tick(self._server_settings.timeout_s)
+    self._collision_frames.clear()  # Spawning can touch the ground hard.
+    observation, _ = self._observe(frame)
+    self._last_observation = observation
+    return ts.restart(observation)
+
+  def _step(self, action):
+    throttle, brake, steer = specs.action_to_control(action)
+    try:
+      self._collision_frames.clear()
+      self._ego.apply_control(self._carla.VehicleControl(
+          throttle=throttle, brake=brake, steer=steer))
+      for _ in range(self._episode_settings.action_repeat):
+        frame = self._world.tick(self._server_settings.timeout_s)
+      observation, measurements = self._observe(frame)
+    except errors.SIMULATOR_FAULTS as error:
+      # Not the agent's fault: a truncation, so no false terminal is learnt.
+      logging.error('CARLA fault mid-episode, ending it as %s: %s', reward.SIMULATOR_ERROR,
+                    error)
+      self._needs_reconnect = True
+      self._info = {'reason': reward.SIMULATOR_ERROR, 'error': str(error)}
+      return ts.truncation(self._last_observation, np.float32(0.0), discount=1.0)
+
+    self._step_count += 1
+    collided = bool(self._collision_frames)
+    progress = measurements['arc_length'] - self._arc_length
+    self._arc_length = measurements['arc_length']
+    episode = self._episode_settings
+    terms = reward.reward_terms(progress, measurements['speed'], collided,
+                                measurements['lateral_offset'], steer, self._previous_steer,
+                                step_seconds=self._step_seconds,
+                                **dataclasses.asdict(self._reward_settings))
+    self._previous_steer = steer
+    self._slow_steps = reward.update_slow_steps(self._slow_steps, measurements['speed'],
+                                                episode.stuck_speed)
+    off_road = reward.is_off_road(measurements['lateral_offset'], episode.off_road_distance,
+                                  measurements['on_driving_lane'])
+    reason = reward.termination_reason(collided, off_road, self._slow_steps, self._step_count,
+                                       episode.stuck_steps, episode.max_steps)
+    self._info = {'reason': reason, 'reward_terms': terms, 'step': self._step_count,
+                  'arc_length': self._arc_length, 'route_replans': self._route_replans}
+    if reason is not None:
+      logging.info('CARLA episode ended after %d steps: %s', self._step_count, reason)
+    self._last_observation = observation
+    if self._route_arc[-1] - self._arc_length < 0.5 * self._route_settings.lookahead:
+      self._extend_route()
+    return reward.make_time_step(observation, sum(terms.values()), reason,
+                                 episode.terminal_reasons)
+
+  def _observe(self, frame):
+    """Sensor data of `frame` plus the ego's pose -> (observation dict, measurements)."""
+    camera = client.wait_for_frame(self._camera_queue, frame, self._sensor_settings.timeout_s)
+    lidar = client.wait_for_frame(self._lidar_queue, frame, self._sensor_settings.timeout_s)
+    transform = self._ego.get_transform()
+    ego_xy = np.array([transform.location.x, transform.location.y])
+    ego_yaw = transform.rotation.yaw
+    velocity = self._ego.get_velocity()
+    speed = math.sqrt(velocity.x**2 + velocity.y**2 + velocity.z**2)
+    box = self._ego.bounding_box
+
+    window_start = max(self._route_segment - 2, 0)
+    projection = route.project_onto_route(self._route_xy, ego_xy, window_start, 25,
+                                          self._route_arc)
+    lane = self._map.get_waypoint(transform.location, project_to_road=False,
+                                  lane_type=self._carla.LaneType.Driving)
+    if (lane is not None and abs(projection.lateral_offset) > self._route_settings.replan_distance
+        and abs(route.heading_error(ego_yaw, lane.transform.rotation.yaw)) < math.pi / 2):
+      # The ego left the planned branch for another legal lane (the other
+      # turn at a junction, a lane change): the sensors cannot show which
+      # branch was planned, so follow the lane it took instead of punishing it.
+      self._replan_from(lane, ego_xy)
+      projection = route.project_onto_route(self._route_xy, ego_xy, 0, 25, self._route_arc)
+    self._route_segment = projection.segment
+    on_lane = lane is not None
+
+    others_xy, others_boxes = [], []
+    for actor in self._traffic:
+      other = actor.get_transform()
+      other_box = actor.bounding_box
+      centre = other.transform(other_box.location)
+      others_xy.append([centre.x, centre.y])
+      others_boxes.append(geometry.box_polygon([centre.x, centre.y], other.rotation.yaw,
+                                               other_box.extent.x, other_box.extent.y))
+    ego_centre = transform.transform(box.location)
+    radius = geometry.view_radius(self._geometry)
+    birdeye = geometry.render_semantic_birdeye(
+        self._geometry, ego_xy, ego_yaw,
+        road_polygons=self._road_quads().near(ego_xy, radius),
+        route_polygons=self._route_quads.near(ego_xy, radius),
+        vehicle_polygons=geometry.cull_polygons(np.reshape(others_boxes, (-1, 4, 2)), ego_xy,
+                                                radius),
+        ego_polygon=geometry.box_polygon([ego_centre.x, ego_centre.y], ego_yaw, box.extent.x,
+                                         box.extent.y))
+    lidar_settings = self._lidar_settings
+    lidar_image = geometry.lidar_to_birdeye(
+        geometry.lidar_to_points(lidar), self._geometry, lidar_range=lidar_settings.range,
+        lidar_height=lidar_settings.height, ground_tolerance=lidar_settings.ground_tolerance,
+        max_height=lidar_settings.max_obstacle_height,
+        exclude_half_extent=(box.extent.x + 0.2, box.extent.y + 0.2))
+    state = route.state_vector(
+        projection.lateral_offset, route.heading_error(ego_yaw, projection.yaw_deg), speed,
+        route.front_vehicle_distance(ego_xy, ego_yaw, others_xy,
+                                     max_distance=self._sensor_settings.front_max_distance))
+    observation = collections.OrderedDict(
+        camera=geometry.camera_to_rgb(geometry.image_to_bgra(camera),
+                                      self._sensor_settings.image_size),
+        lidar=lidar_image, birdeye=birdeye, state=state)
+    measurements = dict(arc_length=projection.arc_length, speed=speed,
+                        lateral_offset=projection.lateral_offset,
+                        on_driving_lane=on_lane)
+    return observation, measurements

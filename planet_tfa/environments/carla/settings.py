@@ -1,0 +1,160 @@
+"""The settings CarlaEnv takes, in the groups a driving engineer tunes together.
+
+Each group is a frozen dataclass and a gin configurable under a short name:
+
+  CarlaServer   where the server is, its ports, time-outs and reconnecting
+  CarlaWorld    the scenario: town, weather, traffic, ego vehicle, tick length
+  CarlaSensors  camera, bird's-eye scale, the state's front-distance cap, sensor delivery
+  CarlaLidar    the lidar blueprint and how its sweep becomes an image
+  CarlaRoute    how the route ahead is planned and re-planned
+  CarlaReward   reward weights
+  CarlaEpisode  agent steps and what ends an episode
+
+e.g. `CarlaServer.port = 2000`, `CarlaLidar.range = 32.0`, `CarlaEpisode.max_steps = 1000`.
+`seed` and `instance` stay on CarlaEnv: the program passes them per env. The
+flat `CarlaEnv.<name>` bindings of older versions are listed in
+planet_tfa/renamed_bindings.py.
+"""
+import dataclasses
+
+import gin
+
+from planet_tfa.environments.carla import reward
+
+
+def _coerce(settings, **types):
+  """Casts fields in place, as the flat constructor did, so gin's ints and lists behave."""
+  for name, cast in types.items():
+    object.__setattr__(settings, name, cast(getattr(settings, name)))
+
+
+@gin.configurable('CarlaServer')
+@dataclasses.dataclass(frozen=True)
+class ServerSettings:
+  """The simulator endpoint (instance K of a host adds K * port_stride to both ports)."""
+  host: str = 'localhost'
+  port: int = 2000
+  tm_port: int = 8000  # Traffic Manager: one per client process
+  port_stride: int = 10  # a server listens on 3 consecutive ports
+  timeout_s: float = 10.0  # no answer within this -> CarlaConnectionError
+  load_world_timeout_s: float = 120.0  # loading a town takes far longer than an RPC
+  check_version: bool = True
+  reconnect_attempts: int = 6
+  reconnect_initial_delay_s: float = 1.0
+  reconnect_max_delay_s: float = 30.0
+  reconnect_deadline_s: float = 180.0
+
+  def __post_init__(self):
+    _coerce(self, timeout_s=float, load_world_timeout_s=float)
+
+  def reconnect_kwargs(self):
+    """Arguments of client.retry_with_backoff."""
+    return dict(max_attempts=self.reconnect_attempts,
+                initial_delay_s=self.reconnect_initial_delay_s,
+                max_delay_s=self.reconnect_max_delay_s,
+                deadline_s=self.reconnect_deadline_s)
+
+
+@gin.configurable('CarlaWorld')
+@dataclasses.dataclass(frozen=True)
+class WorldSettings:
+  """The scenario: town, weather, traffic and the ego vehicle, ticked synchronously."""
+  town: str = 'Town03'
+  weather: str = 'ClearNoon'  # a carla.WeatherParameters preset
+  num_vehicles: int = 20
+  ego_blueprint: str = 'vehicle.tesla.model3'
+  spawn_retries: int = 20
+  fixed_delta_seconds: float = 0.05  # one tick: 20 Hz
+  no_rendering_mode: bool = False  # the camera needs rendering
+
+  def __post_init__(self):
+    _coerce(self, num_vehicles=int, fixed_delta_seconds=float, no_rendering_mode=bool)
+
+
+@gin.configurable('CarlaSensors')
+@dataclasses.dataclass(frozen=True)
+class SensorSettings:
+  """Camera and bird's-eye images, the state's front-distance cap, sensor data delivery."""
+  image_size: int = 64  # every image observation is image_size x image_size
+  camera_fov: float = 90.0
+  meters_per_pixel: float = 0.5  # 32 m x 32 m around the ego at 64 px
+  ego_position: tuple = (0.75, 0.5)  # (row, col) fractions: 24 m ahead, 8 m behind
+  front_max_distance: float = 50.0
+  timeout_s: float = 10.0  # no data for a ticked frame within this -> SensorTimeout
+  buffer_size: int = 4  # newest items kept per sensor
+
+  def __post_init__(self):
+    _coerce(self, ego_position=tuple, buffer_size=int)
+
+
+@gin.configurable('CarlaLidar')
+@dataclasses.dataclass(frozen=True)
+class LidarSettings:
+  """The roof lidar's blueprint, and which points its bird's-eye image keeps."""
+  range: float = 32.0
+  height: float = 2.4  # metres above the vehicle's origin
+  channels: int = 32
+  points_per_second: int = 100000
+  upper_fov: float = 10.0
+  lower_fov: float = -30.0
+  # CARLA's defaults drop ~45% of the points at random; these ask for a full,
+  # deterministic sweep.
+  dropoff_general_rate: float = 0.0
+  dropoff_intensity_limit: float = 1.0
+  dropoff_zero_intensity: float = 0.0
+  noise_stddev: float = 0.0
+  ground_tolerance: float = 0.4  # higher above the ground is an obstacle
+  max_obstacle_height: float = 4.0
+
+  def blueprint_attributes(self, fixed_delta_seconds):
+    """Attributes of sensor.lidar.ray_cast, as strings; one full turn per tick."""
+    attributes = dict(
+        dropoff_general_rate=self.dropoff_general_rate,
+        dropoff_intensity_limit=self.dropoff_intensity_limit,
+        dropoff_zero_intensity=self.dropoff_zero_intensity,
+        noise_stddev=self.noise_stddev,
+        range=self.range, channels=self.channels,
+        points_per_second=self.points_per_second,
+        rotation_frequency=1.0 / fixed_delta_seconds,
+        upper_fov=self.upper_fov, lower_fov=self.lower_fov)
+    return {key: str(value) for key, value in attributes.items()}
+
+
+@gin.configurable('CarlaRoute')
+@dataclasses.dataclass(frozen=True)
+class RouteSettings:
+  """The route ahead: waypoint spacing, how far it is planned, when it is re-planned."""
+  spacing: float = 2.0  # metres between route waypoints
+  lookahead: float = 100.0  # metres planned ahead of the ego
+  replan_distance: float = 1.75  # this far off the plan on another lane: follow that lane
+  road_spacing: float = 2.0  # metres between the map's lane quads (bird's-eye road)
+
+  def __post_init__(self):
+    _coerce(self, replan_distance=float)
+
+
+@gin.configurable('CarlaReward')
+@dataclasses.dataclass(frozen=True)
+class RewardSettings:
+  """Weights of reward.reward_terms (same names)."""
+  target_speed: float = 8.0  # m/s
+  lane_threshold: float = 1.0  # metres off the route centre before lane_departure costs
+  collision_penalty: float = 50.0
+  lane_departure_weight: float = 1.0
+  jerk_weight: float = 0.5
+  overspeed_weight: float = 1.0
+
+
+@gin.configurable('CarlaEpisode')
+@dataclasses.dataclass(frozen=True)
+class EpisodeSettings:
+  """What one agent step is, and what ends an episode."""
+  action_repeat: int = 2  # ticks per agent step
+  max_steps: int = 1000  # agent steps before a time-limit truncation
+  off_road_distance: float = 3.0  # metres off the route centre
+  stuck_speed: float = 0.5  # m/s
+  stuck_steps: int = 100  # steps slower than stuck_speed before a 'stuck' truncation
+  terminal_reasons: tuple = reward.TERMINAL_REASONS  # the others are truncations
+
+  def __post_init__(self):
+    _coerce(self, action_repeat=int, terminal_reasons=tuple)

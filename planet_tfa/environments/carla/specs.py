@@ -1,0 +1,44 @@
+"""Observation and action specs of the CARLA driving task; they need no server.
+
+Observations are a dict of three uint8 images and a small float state:
+  camera:  front RGB camera.
+  lidar:   bird's-eye image rendered from the lidar sweep of the last tick.
+  birdeye: semantic mask (road/route, other vehicles, ego), a privileged
+           reconstruction target that a deployed policy should not consume.
+  state:   [lateral offset to route centre (m), heading error (rad),
+            speed (m/s), distance to the next vehicle ahead in the lane (m)].
+The embedded highway-env task (environments/highway.py) shares these specs.
+"""
+import collections
+
+import gin
+import numpy as np
+from tf_agents.specs import array_spec
+
+STATE_SIZE = 4
+STATE_NAMES = ('lateral_offset_m', 'heading_error_rad', 'speed_mps', 'front_distance_m')
+
+
+@gin.configurable
+def observation_spec(image_size=64, state_size=STATE_SIZE):
+  """Observation specs; needs no server, so agents and tests build from it."""
+  def image(name):
+    return array_spec.BoundedArraySpec(
+        (image_size, image_size, 3), np.uint8, minimum=0, maximum=255, name=name)
+  return collections.OrderedDict(
+      camera=image('camera'),
+      lidar=image('lidar'),
+      birdeye=image('birdeye'),
+      state=array_spec.ArraySpec((state_size,), np.float32, name='state'))
+
+
+def action_spec():
+  """[acceleration (>0 throttle, <0 brake), steering], both in [-1, 1]."""
+  return array_spec.BoundedArraySpec(
+      (2,), np.float32, minimum=-1.0, maximum=1.0, name='action')
+
+
+def action_to_control(action):
+  """Action -> (throttle, brake, steer); one pedal axis so throttle and brake never overlap."""
+  acceleration, steer = np.clip(np.asarray(action, np.float64), -1.0, 1.0)
+  return float(max(acceleration, 0.0)), float(max(-acceleration, 0.0)), float(steer)
