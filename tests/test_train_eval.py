@@ -30,7 +30,7 @@ def tiny_run(tmp_path_factory):
   root = tmp_path_factory.mktemp('run')
   result = run_train_eval(root, *TINY, '--gin_param=train_eval.num_iterations=3')
   assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-  return root, result.stdout
+  return root, result.stdout, result.stderr
 
 
 def event_tags(directory):
@@ -42,8 +42,20 @@ def event_tags(directory):
   return tags
 
 
+def test_library_log_lines_go_to_the_log_file_not_the_console(tiny_run):
+  root, stdout, stderr = tiny_run
+  console = stdout + stderr
+  log = (root / 'logs' / 'train.log').read_text()
+  # TensorFlow's C++ start-up lines, gym's import notice and the SavedModel
+  # export's INFO lines: all in the file, none on the console.
+  for line in ('oneDNN custom operations', 'Gym has been unmaintained', 'Assets written to'):
+    assert line in log, f'{line!r} missing from the log file'
+    assert line not in console, f'{line!r} reached the console:\n{console[-2000:]}'
+  assert 'iter 3/3' in stdout and f'logs               {root / "logs"}' in stdout
+
+
 def test_run_writes_config_checkpoints_summaries_and_policies(tiny_run):
-  root, stdout = tiny_run
+  root, stdout, _ = tiny_run
   config = (root / 'operative_config.gin').read_text()
   assert 'train_eval.num_iterations = 3' in config
   assert 'RSSM.deter_size = 16' in config
@@ -120,7 +132,7 @@ STANDALONE_SCRIPT = textwrap.dedent('''
 
 def test_exported_greedy_policy_runs_without_planet_tfa_and_matches(tiny_run, tmp_path):
   from planet_tfa.programs import export  # pylint: disable=g-import-not-at-top
-  root, _ = tiny_run
+  root, _, _ = tiny_run
   pixels, step_types = recorded_time_steps()
   data_path, out_path = tmp_path / 'data.npz', tmp_path / 'out.npz'
   np.savez(data_path, pixels=pixels, step_type=step_types)
@@ -150,7 +162,7 @@ def test_exported_greedy_policy_runs_without_planet_tfa_and_matches(tiny_run, tm
 
 
 def test_export_command_writes_policies_from_a_checkpoint(tiny_run, tmp_path):
-  root, _ = tiny_run
+  root, _, _ = tiny_run
   out = tmp_path / 'exported'
   result = subprocess.run(
       [sys.executable, '-m', 'planet_tfa.programs.export', f'--root_dir={root}', f'--output_dir={out}'],

@@ -1,6 +1,6 @@
 """The collector program: one environment, whole episodes into a standalone server.
 
-    python -m planet_tfa.programs.collect --replay_server=HOST:PORT --collector_id=K \
+    python -m planet_tfa.programs.collect --replay_server=HOST:PORT --collector_id=K
         --root_dir=ROOT --gin_file=FILE [--gin_param=...] [--max_episodes=N]
 
 See `planet_tfa.collector` for what it does. Exit codes: 0 done or stopped by a

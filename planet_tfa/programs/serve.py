@@ -1,6 +1,6 @@
 """The standalone Reverb server program, for many collectors and one learner.
 
-    python -m planet_tfa.programs.serve --root_dir=ROOT --gin_file=FILE \
+    python -m planet_tfa.programs.serve --root_dir=ROOT --gin_file=FILE
         [--gin_param=...] --port=PORT [--replay_checkpoint_interval_s=600] [--allow_remote]
 
 Builds the tables from the same gin config as the learner (the `Experiment`
