@@ -6,9 +6,11 @@ fixed `train_steps_per_iteration`) on sampled windows. Everything periodic
 (summaries, evaluation and its records, checkpoints, export, the progress
 line) is a hook in `hooks`. What the run writes where: `layout`.
 """
+import dataclasses
 import json
 import os
 import time
+from typing import Any, Callable
 
 import gin
 import numpy as np
@@ -165,17 +167,146 @@ def train_eval(root_dir,
   return result
 
 
+@dataclasses.dataclass
+class _Run:
+  """What setup made and the loop, the hooks and the summary use."""
+  agent: Any
+  replay: Any                 # replay.handles.LocalReplay or RemoteReplay
+  collection: Any             # episodes.Collection
+  eval_video: Any
+  iteration: tf.Variable
+  best_eval_return: tf.Variable
+  save_all: Callable[[], None]  # run checkpoint, world model, replay
+  export: Callable[[], None]    # the policy SavedModels
+  action_repeat: int
+
+  @property
+  def train_step(self):
+    return self.agent.train_step_counter
+
+  def counters(self):
+    return {'env_steps': int(self.collection.train_metrics['env_steps'].result()),
+            'train_steps': int(self.train_step.numpy())}
+
+
 def _train(root_dir, experiment, s, train_env, eval_env, collects, remote):
   """Setup, the loop and the final save; returns the run summary.
 
   `s`: train_eval's settings by name.
   """
-  # Environment steps per agent step, for the data ratio and the env-step budget.
-  action_repeat = schedule.action_repeat_of(train_env if collects else eval_env)
-  train_schedule = schedule.TrainSchedule(s['train_steps_per_iteration'],
-                                          s['train_steps_per_env_step'], action_repeat)
+  run = _setup(root_dir, experiment, s, train_env, eval_env, remote, collects)
+  _fill_replay(run, s, collects, remote)
+  train_writer = tf.summary.create_file_writer(os.path.join(root_dir, layout.TRAIN_DIR))
+  eval_writer = tf.summary.create_file_writer(os.path.join(root_dir, layout.EVAL_DIR))
+  # The budget in agent steps, as the progress line and the metrics count them.
+  agent_step_budget = (None if s['env_step_budget'] is None
+                       else -(-s['env_step_budget'] // run.action_repeat))
+  progress = summaries.Progress(s['num_iterations'], start=int(run.iteration.numpy()),
+                                time_budget_s=s['time_budget_s'],
+                                env_step_budget=agent_step_budget,
+                                start_env_steps=run.counters()['env_steps'])
+  hooks = [
+      hooks_lib.ScalarSummaryHook(s['summary_interval'], train_writer,
+                                  run.collection.train_metrics),
+      hooks_lib.OpenLoopImageHook(
+          s['image_summary_interval'] if s['summary_interval'] else 0, train_writer,
+          common.function(run.agent.world_model.open_loop_prediction),
+          experiment.sequence_length),
+      hooks_lib.EvalHook(s['eval_interval'] if eval_env is not None else 0,
+                         s['eval_episodes'], run.collection, root_dir, eval_writer,
+                         run.best_eval_return, video=run.eval_video,
+                         started_at=progress.started_at),
+      hooks_lib.CallbackHook(s['checkpoint_interval'], run.save_all),
+      hooks_lib.CallbackHook(s['policy_export_interval'], run.export),
+      hooks_lib.ProgressHook(progress, run.collection.train_metrics,
+                             replay_size=run.replay.table_size if remote is not None else None),
+  ]
+  ends = {
+      'num_iterations': lambda: int(run.iteration.numpy()) >= s['num_iterations'],
+      'env_step_budget': lambda: (agent_step_budget is not None
+                                  and run.counters()['env_steps'] >= agent_step_budget),
+      'time_budget_s': lambda: (s['time_budget_s'] is not None
+                                and time.time() - progress.started_at > s['time_budget_s']),
+  }
+  stop = stop_signals.StopRequested(
+      'finishing the train step, then checkpointing and exiting (send it again '
+      'to abort).').install()
+  try:
+    state = _loop(run, s, experiment, progress, hooks, stop,
+                  ended=lambda: any(end() for end in ends.values()))
+  finally:
+    stop.restore()
+    # Whatever ended the loop (done, a signal, an error), keep what was done.
+    # A non-finite loss raised before any variable changed, so this is safe.
+    run.save_all()
+    run.export()
+    train_writer.flush()
+    eval_writer.flush()
 
-  # ---- setup: agent, replay, acting, checkpoints ----
+  env_steps = run.counters()['env_steps']
+  result = {
+      'root_dir': root_dir,
+      'iterations': int(run.iteration.numpy()),
+      'train_steps': int(run.train_step.numpy()),
+      'env_steps': env_steps,
+      # Environment (physics) steps: the unit of train_steps_per_env_step.
+      'physics_steps': env_steps * run.action_repeat,
+      'action_repeat': run.action_repeat,
+      'episodes': int(run.collection.train_metrics['episodes'].result()),
+      'last_eval_return': state.eval_return,
+      'best_eval_return': (float(run.best_eval_return.numpy())
+                           if np.isfinite(run.best_eval_return.numpy()) else None),
+      'replay_windows': run.replay.table_size(),
+      # What ended the loop: a signal, else the first end that holds (asked in
+      # this order: the wall clock would also count the final save).
+      'stopped_by': stop.signal or next(
+          (name for name, end in ends.items() if end()), 'time_budget_s'),
+      'wall_time_s': round(time.time() - progress.started_at, 1),
+  }
+  run.replay.stop()
+  return result
+
+
+def _loop(run, s, experiment, progress, hooks, stop, ended):
+  """Collect, train the steps the data earned, then the hooks; until an end or a signal."""
+  train_schedule = schedule.TrainSchedule(s['train_steps_per_iteration'],
+                                          s['train_steps_per_env_step'], run.action_repeat)
+  sampler = experiment_lib.make_sampler(experiment, run.agent, run.replay.address,
+                                        s['batch_size'], s['sample_timeout_s'])
+  sac_sampler = (experiment_lib.make_sampler(experiment, run.agent, run.replay.address,
+                                             s['sac_batch_size'], s['sample_timeout_s'])
+                 if s['sac_batch_size'] else None)
+  train_fn = common.function(run.agent.train)
+  progress.rates(run.counters())
+  state = hooks_lib.IterationState(int(run.iteration.numpy()), int(run.train_step.numpy()),
+                                   run.counters()['env_steps'], {})
+  while not ended() and stop.signal is None:
+    steps_before = run.counters()['env_steps']
+    run.collection.collect(s['collect_episodes_per_iteration'])
+    num_train_steps = train_schedule.train_steps(run.counters()['env_steps'] - steps_before)
+    within = summaries.StepProgress(f'iter {state.iteration + 1}: train steps',
+                                    num_train_steps, s['progress_interval_s'])
+    for done in range(num_train_steps):
+      state.experience = next(sampler)
+      extra = {} if sac_sampler is None else {'sac_experience': next(sac_sampler)}
+      state.loss_info = train_fn(state.experience, **extra)
+      within.update(done + 1)
+      if stop.signal is not None:
+        break
+    run.iteration.assign_add(1)
+    run.replay.publish()
+    state.iteration = int(run.iteration.numpy())
+    state.train_step = int(run.train_step.numpy())
+    state.env_steps = run.counters()['env_steps']
+    state.rates = progress.rates(run.counters())
+    state.final = ended()
+    for hook in hooks:
+      hook(state)
+  return state
+
+
+def _setup(root_dir, experiment, s, train_env, eval_env, remote, collects):
+  """The agent, its replay, the drivers, the checkpoints (restored) and the saved config."""
   train_step = tf.Variable(0, dtype=tf.int64, name='train_step')
   agent = experiment_lib.make_agent(train_env.time_step_spec(), train_env.action_spec(),
                                     train_step, train_sac=not s['world_model_only'])
@@ -220,128 +351,32 @@ def _train(root_dir, experiment, s, train_env, eval_env, collects, remote):
     world_model_checkpoints.save(checkpoint_number=int(train_step.numpy()))
     replay.checkpoint()
 
-  policies_dir = os.path.join(root_dir, layout.POLICIES_DIR)
-
   def export():
-    saved_policies.export_policies(agent, policies_dir, train_step, operative_config)
+    saved_policies.export_policies(agent, os.path.join(root_dir, layout.POLICIES_DIR),
+                                   train_step, operative_config)
 
-  # ---- data: warm-up, samplers ----
+  # Environment steps per agent step, for the data ratio and the env-step budget.
+  action_repeat = schedule.action_repeat_of(train_env if collects else eval_env)
+  return _Run(agent, replay, collection, eval_video, iteration, best_eval_return, save_all,
+              export, action_repeat)
+
+
+def _fill_replay(run, s, collects, remote):
+  """The random warm-up into an empty table; with remote collectors, wait for their data."""
   if remote is not None:
-    if int(train_step.numpy()) > 0:
+    if int(run.train_step.numpy()) > 0:
       remote.publish()  # a resumed learner: collectors use its policy at once
     if not collects:  # else this learner's own warm-up and episodes fill it too
       remote.wait_for_data(s['remote_wait_for_data_s'])
-  stored_windows = replay.table_size()
+  stored_windows = run.replay.table_size()
   if stored_windows == 0 and s['initial_collect_episodes'] > 0:
     print(f'Warm-up: {s["initial_collect_episodes"]} random episodes ...', flush=True)
     start = time.time()
-    collection.warmup(s['initial_collect_episodes'])
-    print(f'Warm-up done: {int(collection.train_metrics["env_steps"].result())} env '
-          f'steps in {time.time() - start:.1f}s', flush=True)
+    run.collection.warmup(s['initial_collect_episodes'])
+    print(f'Warm-up done: {run.counters()["env_steps"]} env steps in '
+          f'{time.time() - start:.1f}s', flush=True)
   elif stored_windows:
     print(f'Replay holds {stored_windows} windows: warm-up skipped.', flush=True)
-  sampler = experiment_lib.make_sampler(experiment, agent, replay.address, s['batch_size'],
-                                        s['sample_timeout_s'])
-  sac_sampler = (experiment_lib.make_sampler(experiment, agent, replay.address,
-                                             s['sac_batch_size'], s['sample_timeout_s'])
-                 if s['sac_batch_size'] else None)
-  train_fn = common.function(agent.train)
-
-  # ---- the loop ----
-  train_writer = tf.summary.create_file_writer(os.path.join(root_dir, layout.TRAIN_DIR))
-  eval_writer = tf.summary.create_file_writer(os.path.join(root_dir, layout.EVAL_DIR))
-  counters = lambda: {'env_steps': int(collection.train_metrics['env_steps'].result()),
-                      'train_steps': int(train_step.numpy())}
-  # The budget in agent steps, as the progress line and the metrics count them.
-  agent_step_budget = (None if s['env_step_budget'] is None
-                       else -(-s['env_step_budget'] // action_repeat))
-  progress = summaries.Progress(s['num_iterations'], start=int(iteration.numpy()),
-                                time_budget_s=s['time_budget_s'],
-                                env_step_budget=agent_step_budget,
-                                start_env_steps=counters()['env_steps'])
-  progress.rates(counters())
-  hooks = [
-      hooks_lib.ScalarSummaryHook(s['summary_interval'], train_writer,
-                                  collection.train_metrics),
-      hooks_lib.OpenLoopImageHook(
-          s['image_summary_interval'] if s['summary_interval'] else 0, train_writer,
-          common.function(agent.world_model.open_loop_prediction),
-          experiment.sequence_length),
-      hooks_lib.EvalHook(s['eval_interval'] if eval_env is not None else 0,
-                         s['eval_episodes'], collection, root_dir, eval_writer,
-                         best_eval_return, video=eval_video, started_at=progress.started_at),
-      hooks_lib.CallbackHook(s['checkpoint_interval'], save_all),
-      hooks_lib.CallbackHook(s['policy_export_interval'], export),
-      hooks_lib.ProgressHook(progress, collection.train_metrics,
-                             replay_size=replay.table_size if remote is not None else None),
-  ]
-  stop = stop_signals.StopRequested(
-      'finishing the train step, then checkpointing and exiting (send it again '
-      'to abort).').install()
-  out_of_time = lambda: (s['time_budget_s'] is not None
-                         and time.time() - progress.started_at > s['time_budget_s'])
-  out_of_data = lambda: (agent_step_budget is not None
-                         and counters()['env_steps'] >= agent_step_budget)
-  ends = lambda: (int(iteration.numpy()) >= s['num_iterations'] or out_of_time()
-                  or out_of_data())
-  state = hooks_lib.IterationState(int(iteration.numpy()), int(train_step.numpy()),
-                                   counters()['env_steps'], {})
-  try:
-    while not ends() and stop.signal is None:
-      steps_before = counters()['env_steps']
-      collection.collect(s['collect_episodes_per_iteration'])
-      num_train_steps = train_schedule.train_steps(counters()['env_steps'] - steps_before)
-      within = summaries.StepProgress(f'iter {int(iteration.numpy()) + 1}: train steps',
-                                      num_train_steps, s['progress_interval_s'])
-      for done in range(num_train_steps):
-        state.experience = next(sampler)
-        extra = {} if sac_sampler is None else {'sac_experience': next(sac_sampler)}
-        state.loss_info = train_fn(state.experience, **extra)
-        within.update(done + 1)
-        if stop.signal is not None:
-          break
-      iteration.assign_add(1)
-      replay.publish()
-      state.iteration = int(iteration.numpy())
-      state.train_step = int(train_step.numpy())
-      state.env_steps = counters()['env_steps']
-      state.rates = progress.rates(counters())
-      state.final = ends()
-      for hook in hooks:
-        hook(state)
-  finally:
-    stop.restore()
-    # Whatever ended the loop (done, a signal, an error), keep what was done.
-    # A non-finite loss raised before any variable changed, so this is safe.
-    save_all()
-    export()
-    train_writer.flush()
-    eval_writer.flush()
-
-  env_steps = int(collection.train_metrics['env_steps'].result())
-  result = {
-      'root_dir': root_dir,
-      'iterations': int(iteration.numpy()),
-      'train_steps': int(train_step.numpy()),
-      'env_steps': env_steps,
-      # Environment (physics) steps: the unit of train_steps_per_env_step.
-      'physics_steps': env_steps * action_repeat,
-      'action_repeat': action_repeat,
-      'episodes': int(collection.train_metrics['episodes'].result()),
-      'last_eval_return': state.eval_return,
-      'best_eval_return': (float(best_eval_return.numpy())
-                           if np.isfinite(best_eval_return.numpy()) else None),
-      'replay_windows': replay.table_size(),
-      # What ended the loop: a signal, num_iterations, the env-step budget, else
-      # the wall-clock budget (asked after the loop, the clock would also count
-      # the final save).
-      'stopped_by': stop.signal or (
-          'num_iterations' if int(iteration.numpy()) >= s['num_iterations'] else
-          'env_step_budget' if out_of_data() else 'time_budget_s'),
-      'wall_time_s': round(time.time() - progress.started_at, 1),
-  }
-  replay.stop()
-  return result
 
 
 def _bindings(config_text):

@@ -58,7 +58,7 @@ def test_sac_burn_in_below_the_window_pairs_passes_validation():
 
 def test_agent_refuses_a_burn_in_that_leaves_no_pairs():
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from test_agent import make_agent, fixed_windows  # pylint: disable=g-import-not-at-top
+  from test_latent_sac_agent import make_agent, fixed_windows  # pylint: disable=g-import-not-at-top
   agent = make_agent(sac_burn_in=8)  # windows of 9 steps: 8 pairs
   experience = fixed_windows()
   with pytest.raises(ValueError, match='sac_burn_in=8'):
