@@ -189,6 +189,20 @@ def parse_gin(quick, extra_params=()):
   gin_files.parse(list(GIN_QUICK if quick else GIN_DEFAULT), list(extra_params))
 
 
+def configured_eval_env(gin_paths, gin_params, seed=None):
+  """(PyEnvironment, seed) of the task these gin files configure, as train_eval's eval env.
+
+  `seed` None: the run's eval seed (Experiment.seed + 1). Leaves gin parsed.
+  """
+  from planet_tfa import experiment as experiment_lib  # pylint: disable=g-import-not-at-top
+  from planet_tfa.programs import gin_files  # pylint: disable=g-import-not-at-top
+  gin_files.parse(list(gin_paths), list(gin_params))
+  run_experiment = experiment_lib.Experiment()
+  if seed is None:
+    seed = run_experiment.seed + 1
+  return run_experiment.env_loader(seed=seed), seed
+
+
 def gin_value(name):
   import gin  # pylint: disable=g-import-not-at-top
   return gin.query_parameter(name)

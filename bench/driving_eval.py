@@ -25,6 +25,8 @@ from absl import app
 from absl import flags
 import numpy as np
 
+from bench import common
+
 flags.DEFINE_multi_string('gin_file', ['highway_fast.gin'], 'Gin files of the task.')
 flags.DEFINE_multi_string('gin_param', [], 'Gin bindings.')
 flags.DEFINE_string('policy', 'random', "'random', 'constant', or a SavedModel directory.")
@@ -136,17 +138,6 @@ def summarize(results):
   }
 
 
-def make_env(gin_paths, gin_params, seed=None):
-  """The task's environment as train_eval builds it (eval env seed by default)."""
-  from planet_tfa import experiment as experiment_lib  # pylint: disable=g-import-not-at-top
-  from planet_tfa.programs import gin_files  # pylint: disable=g-import-not-at-top
-  gin_files.parse(gin_paths, gin_params)
-  run_experiment = experiment_lib.Experiment()
-  if seed is None:
-    seed = run_experiment.seed + 1
-  return run_experiment.env_loader(seed=seed), seed
-
-
 def plot_curve(roots, baseline_paths, png):
   """Eval return over wall minutes of runs (LABEL=ROOT or ROOT), baselines as dashed lines."""
   import matplotlib  # pylint: disable=g-import-not-at-top
@@ -181,7 +172,7 @@ def main(argv):
   if FLAGS.curve_root:
     print(plot_curve(FLAGS.curve_root, FLAGS.baseline, FLAGS.png))
     return 0
-  env, seed = make_env(FLAGS.gin_file, FLAGS.gin_param, FLAGS.seed)
+  env, seed = common.configured_eval_env(FLAGS.gin_file, FLAGS.gin_param, FLAGS.seed)
   if FLAGS.policy == 'random':
     policy = RandomPolicy(env.action_spec(), seed)
   elif FLAGS.policy == 'constant':

@@ -14,6 +14,8 @@ import os
 
 import numpy as np
 
+from bench import common
+
 
 def _episode_returns(tf_env, policy, episodes):
   """Returns of `episodes` whole episodes of `policy` in `tf_env`."""
@@ -31,11 +33,7 @@ def _episode_returns(tf_env, policy, episodes):
 def random_policy_return(gin_paths, gin_params, episodes):
   """Average return of uniform random actions on the configured task's eval env."""
   import gin  # pylint: disable=g-import-not-at-top
-  from planet_tfa import experiment as experiment_lib  # pylint: disable=g-import-not-at-top
-  from planet_tfa.programs import gin_files  # pylint: disable=g-import-not-at-top
-  gin_files.parse(gin_paths, gin_params)
-  run_experiment = experiment_lib.Experiment()
-  env = run_experiment.env_loader(seed=run_experiment.seed + 1)
+  env, _ = common.configured_eval_env(gin_paths, gin_params)
   rng = np.random.default_rng(0)
   spec = env.action_spec()
   returns = []

@@ -195,7 +195,7 @@ def _train(root_dir, experiment, s, train_env, eval_env, collects, remote):
   `s`: train_eval's settings by name.
   """
   run = _setup(root_dir, experiment, s, train_env, eval_env, remote, collects)
-  _fill_replay(run, s, collects, remote)
+  _fill_replay(run, s, collects)
   train_writer = tf.summary.create_file_writer(os.path.join(root_dir, layout.TRAIN_DIR))
   eval_writer = tf.summary.create_file_writer(os.path.join(root_dir, layout.EVAL_DIR))
   # The budget in agent steps, as the progress line and the metrics count them.
@@ -219,7 +219,7 @@ def _train(root_dir, experiment, s, train_env, eval_env, collects, remote):
       hooks_lib.CallbackHook(s['checkpoint_interval'], run.save_all),
       hooks_lib.CallbackHook(s['policy_export_interval'], run.export),
       hooks_lib.ProgressHook(progress, run.collection.train_metrics,
-                             replay_size=run.replay.table_size if remote is not None else None),
+                             replay_size=run.replay.table_size if run.replay.is_remote else None),
   ]
   ends = {
       'num_iterations': lambda: int(run.iteration.numpy()) >= s['num_iterations'],
@@ -361,13 +361,12 @@ def _setup(root_dir, experiment, s, train_env, eval_env, remote, collects):
               export, action_repeat)
 
 
-def _fill_replay(run, s, collects, remote):
+def _fill_replay(run, s, collects):
   """The random warm-up into an empty table; with remote collectors, wait for their data."""
-  if remote is not None:
-    if int(run.train_step.numpy()) > 0:
-      remote.publish()  # a resumed learner: collectors use its policy at once
-    if not collects:  # else this learner's own warm-up and episodes fill it too
-      remote.wait_for_data(s['remote_wait_for_data_s'])
+  if int(run.train_step.numpy()) > 0:
+    run.replay.publish()  # a resumed learner: remote collectors use its policy at once
+  if not collects:  # only remote collectors fill it (else this learner's warm-up does)
+    run.replay.wait_for_data(s['remote_wait_for_data_s'])
   stored_windows = run.replay.table_size()
   if stored_windows == 0 and s['initial_collect_episodes'] > 0:
     print(f'Warm-up: {s["initial_collect_episodes"]} random episodes ...', flush=True)
