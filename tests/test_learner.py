@@ -234,3 +234,30 @@ def test_runs_of_the_previous_version_still_load_for_export(tiny_run, tmp_path):
     f.write('make_experience_table.stride_length = 1\nReverbEpisodeObserver.stride_length = 1\n')
   agent, _ = export.load_agent_from_root(str(old_root))
   assert int(agent.train_step_counter.numpy()) > 0
+
+
+def test_diagnose_run_checks_model_critic_and_entropy_on_a_checkpoint(tiny_run):
+  import json  # pylint: disable=g-import-not-at-top
+  result = subprocess.run(
+      [sys.executable, '-m', 'bench.diagnose_run', f'--root_dir={tiny_run[0]}', '--episodes=1',
+       '--horizon=4', '--context=3', '--stride=4'],
+      capture_output=True, text=True, timeout=300, cwd=REPO)
+  assert result.returncode == 0, result.stderr[-3000:]
+  checks = {line['name']: line for line in
+            map(json.loads, filter(lambda l: l.startswith('{'), result.stdout.splitlines()))}
+  # 20-step episodes: windows of 3 + 4 frames start at 0, 4, 8, 12.
+  image = checks['open_loop_image_mse']
+  assert image['windows'] == 4 and len(image['per_step']) == len(image['repeat_last_frame']) == 4
+  # The cart moves between frames, so "nothing moves" is wrong.
+  assert max(image['repeat_last_frame']) > 0
+  assert image['ratio_to_repeat'] == pytest.approx(
+      np.mean(image['per_step']) / np.mean(image['repeat_last_frame']), rel=0.02)
+  assert checks['open_loop_reward']['windows'] == 5                      # starts 0..16
+  critic = checks['critic_calibration']
+  assert critic['steps'] == 10                                           # first half of 20
+  assert critic['value'] == pytest.approx(critic['mean_q'] - critic['mean_return'], abs=0.02)
+  entropy = checks['policy_entropy']
+  assert entropy['target_entropy'] == -1.0 and entropy['action_dims'] == 1
+  # No distribution on [-1, 1] has more entropy than the uniform one (ln 2):
+  # an estimate that forgets tanh's Jacobian would exceed it.
+  assert entropy['value'] < np.log(2.0)

@@ -1,0 +1,213 @@
+"""Why a trained run scores what it scores: model, critic and entropy checks (issue 14).
+
+  python -m bench.diagnose_run --root_dir=ROOT [--episodes 2] [--seed 100]
+      [--horizon 12] [--context 5]
+
+Loads ROOT's newest checkpoint (its own operative config) and drives greedy
+actor episodes on the run's task, recording every frame, action, reward and
+filter belief. Then, on those episodes, one JSON line per check:
+
+  open_loop_image_mse   the world model's open-loop frames: observe `context`
+                        frames, imagine `horizon` more under the real actions;
+                        pixel MSE per imagined step, and the same MSE for
+                        "nothing moves" (repeat the last context frame). A
+                        ratio near 1 means the model predicts no motion.
+  open_loop_reward      summed reward over `horizon` steps predicted open loop
+                        from the filtered belief vs the real sum: correlation,
+                        mean absolute error (what a planner would rely on).
+  critic_calibration    min(Q1, Q2) of the actor's action at each belief of the
+                        first half of each episode vs the discounted return
+                        that followed (bootstrapped at the time limit with the
+                        critic's own value): bias and correlation.
+  policy_entropy        entropy of the actor's tanh-Gaussian at the visited
+                        beliefs (Monte-Carlo, 64 samples) against SAC's target
+                        entropy, and the temperature alpha.
+"""
+import argparse
+import os
+import sys
+
+from bench import common
+
+
+def parse_args(argv=None):
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument('--root_dir', required=True)
+  parser.add_argument('--episodes', type=int, default=2)
+  parser.add_argument('--seed', type=int, default=100)
+  parser.add_argument('--horizon', type=int, default=12, help='imagined agent steps')
+  parser.add_argument('--context', type=int, default=5, help='observed frames before imagining')
+  parser.add_argument('--stride', type=int, default=8, help='agent steps between checked windows')
+  return parser.parse_args(argv)
+
+
+def record_episode(agent, env):
+  """One greedy actor episode: frames, actions, rewards and beliefs, as numpy."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from tf_agents.trajectories import time_step as ts  # pylint: disable=g-import-not-at-top
+  from tf_agents.utils import common as tfa_common  # pylint: disable=g-import-not-at-top
+  actor = agent.make_policy('sac', True)
+  act = tfa_common.function(actor.action)
+  step, state = env.reset(), actor.get_initial_state(1)
+  frames, actions, rewards, deter, stoch = [], [], [], [], []
+  while not step.is_last():
+    frames.append(step.observation)
+    batched = ts.TimeStep(tf.constant([step.step_type]), tf.constant([step.reward], tf.float32),
+                          tf.constant([step.discount], tf.float32),
+                          {k: tf.constant(v[None]) for k, v in step.observation.items()})
+    out = act(batched, state)
+    state = out.state
+    deter.append(state['deter'].numpy()[0])
+    stoch.append(state['stoch'].numpy()[0])
+    actions.append(out.action.numpy()[0])
+    step = env.step(actions[-1])
+    rewards.append(float(step.reward))
+  return dict(frames={k: np.stack([f[k] for f in frames]) for k in frames[0]},
+              actions=np.array(actions, np.float32), rewards=np.array(rewards, np.float32),
+              deter=np.array(deter), stoch=np.array(stoch))
+
+
+def open_loop_images(agent, episode, context, horizon, stride):
+  """Per imagined step: model MSE and repeat-last-frame MSE, pixels in [0, 1]."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  length = context + horizon
+  starts = range(0, len(episode['actions']) - length + 1, stride)
+  pick = lambda x: np.stack([x[t:t + length] for t in starts])  # pylint: disable=unnecessary-lambda-assignment
+  observation = {k: tf.constant(pick(v)) for k, v in episode['frames'].items()}
+  action = tf.constant(pick(episode['actions']))
+  # Mid-episode windows start as training windows do: no reset marker but at t = 0.
+  step_type = np.ones([len(starts), length], np.int32)
+  if starts[0] == 0:
+    step_type[0, 0] = 0
+  truth, prediction = agent.world_model.open_loop_prediction(
+      observation, action, tf.constant(step_type), context)
+  truth = truth.numpy().astype(np.float32) / 255.0
+  prediction = prediction.numpy().astype(np.float32) / 255.0
+  future = truth[:, context:]
+  model = ((prediction[:, context:] - future) ** 2).mean(axis=(0, 2, 3, 4))
+  still = ((truth[:, context - 1:context] - future) ** 2).mean(axis=(0, 2, 3, 4))
+  return model, still, len(starts)
+
+
+def open_loop_rewards(agent, episode, horizon, stride):
+  """Predicted vs real H-step reward sums from the filtered beliefs."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from planet_tfa.networks import rssm as rssm_lib  # pylint: disable=g-import-not-at-top
+  starts = list(range(0, len(episode['actions']) - horizon + 1, stride))
+  start = {k: tf.constant(episode[k][starts]) for k in ('deter', 'stoch')}
+  plans = tf.constant(np.stack([episode['actions'][t:t + horizon] for t in starts]))
+  imagined = agent.world_model.rssm.imagine(plans, start, sample=False)
+  predicted = agent.world_model.reward_decoder(rssm_lib.features(imagined)).numpy().sum(-1)
+  real = np.array([episode['rewards'][t:t + horizon].sum() for t in starts])
+  return predicted, real
+
+
+def critic_values(agent, features, actions):
+  """min(Q1, Q2)(features, actions) in reward units."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  sac = agent.sac
+  # pylint: disable=protected-access
+  values = [critic((features, actions), step_type=(), network_state=())[0]
+            for critic in (sac._critic_network_1, sac._critic_network_2)]
+  return (tf.reduce_min(tf.stack(values), 0) / sac._reward_scale_factor).numpy()
+
+
+def critic_calibration(agent, episode, gamma):
+  """Q at t vs the discounted return after t, bootstrapped with V at the end."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  features = tf.constant(np.concatenate([episode['deter'], episode['stoch']], -1))
+  q = critic_values(agent, features, tf.constant(episode['actions']))
+  rewards = episode['rewards']
+  steps = len(rewards)
+  # The time limit is not a terminal: the return goes on past it, worth about
+  # the critic's value of the last state.
+  returns = np.zeros(steps)
+  running = q[-1]
+  for t in reversed(range(steps)):
+    running = rewards[t] + gamma * running
+    returns[t] = running
+  half = steps // 2
+  return q[:half], returns[:half]
+
+
+def policy_entropy(agent, episode, samples=64):
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  features = tf.constant(np.concatenate([episode['deter'], episode['stoch']], -1))
+  distribution, _ = agent.actor_network(features, step_type=(), network_state=())
+  actions = distribution.sample(samples, seed=0)
+  # Clip away from the tanh boundary, where float32 log-probs overflow.
+  actions = tf.clip_by_value(actions, -0.999999, 0.999999)
+  return float(-tf.reduce_mean(distribution.log_prob(actions)))
+
+
+def main():
+  args = parse_args()
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  import gin  # pylint: disable=g-import-not-at-top
+  from planet_tfa import layout  # pylint: disable=g-import-not-at-top
+  from planet_tfa.environments import suites  # pylint: disable=g-import-not-at-top
+  from planet_tfa.programs import export  # pylint: disable=g-import-not-at-top
+  from planet_tfa.programs import gin_files  # pylint: disable=g-import-not-at-top
+
+  root = os.path.abspath(args.root_dir)
+  agent, _ = export.load_agent_from_root(root)
+  gin_files.parse_run_config(os.path.join(root, layout.OPERATIVE_CONFIG))
+  try:
+    env = suites.load_environment(seed=args.seed)
+    try:
+      episodes = []
+      for i in range(args.episodes):
+        episodes.append(record_episode(agent, env))
+        print(f'# episode {i + 1}/{args.episodes}: return {episodes[-1]["rewards"].sum():.1f}',
+              file=sys.stderr, flush=True)
+    finally:
+      env.close()
+  finally:
+    gin.clear_config()
+  run = dict(root_dir=root, train_step=int(agent.train_step_counter.numpy()),
+             env_seed=args.seed, episodes=args.episodes,
+             episode_returns=[round(float(e['rewards'].sum()), 1) for e in episodes])
+
+  model_mse, still_mse, windows = zip(*(open_loop_images(agent, e, args.context, args.horizon,
+                                                         args.stride) for e in episodes))
+  model_mse, still_mse = np.mean(model_mse, 0), np.mean(still_mse, 0)
+  significant = lambda v: float(f'{v:.4g}')  # pylint: disable=unnecessary-lambda-assignment
+  common.emit('open_loop_image_mse', significant(model_mse.mean()), 'mse',
+              what='pixel MSE of open-loop frames, mean over imagined steps',
+              per_step=[significant(v) for v in model_mse],
+              repeat_last_frame=[significant(v) for v in still_mse],
+              ratio_to_repeat=round(float(model_mse.mean() / still_mse.mean()), 3),
+              context=args.context, horizon=args.horizon, windows=int(sum(windows)), **run)
+
+  predicted, real = map(np.concatenate, zip(*(open_loop_rewards(agent, e, args.horizon,
+                                                                args.stride) for e in episodes)))
+  common.emit('open_loop_reward', round(float(np.corrcoef(predicted, real)[0, 1]), 3),
+              'correlation', what=f'predicted vs real {args.horizon}-step reward sum',
+              mean_abs_err=round(float(np.abs(predicted - real).mean()), 3),
+              mean_real=round(float(real.mean()), 3),
+              mean_predicted=round(float(predicted.mean()), 3), windows=len(real), **run)
+
+  gamma = float(agent.sac._gamma)  # pylint: disable=protected-access
+  q, returns = map(np.concatenate, zip(*(critic_calibration(agent, e, gamma) for e in episodes)))
+  common.emit('critic_calibration', round(float((q - returns).mean()), 2), 'return',
+              what='mean of min-critic Q minus the discounted return that followed',
+              mean_q=round(float(q.mean()), 2), mean_return=round(float(returns.mean()), 2),
+              relative_bias=round(float((q - returns).mean() / abs(returns.mean())), 3),
+              corr=round(float(np.corrcoef(q, returns)[0, 1]), 3), gamma=gamma,
+              steps=len(q), **run)
+
+  entropy = np.mean([policy_entropy(agent, e) for e in episodes])
+  common.emit('policy_entropy', round(float(entropy), 3), 'nats',
+              target_entropy=float(agent.sac._target_entropy),  # pylint: disable=protected-access
+              alpha=round(float(np.exp(agent.log_alpha.numpy())), 4),
+              action_dims=int(episodes[0]['actions'].shape[-1]), **run)
+  common.hard_exit()
+
+
+if __name__ == '__main__':
+  main()
