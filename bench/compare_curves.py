@@ -1,13 +1,15 @@
-"""Overlays the eval-return curves of finished runs at equal wall time.
+"""Overlays the eval-return curves of finished runs at equal wall time (or env steps).
 
   python -m bench.compare_curves --out=docs/sac_layouts \
       "feature reuse=runs/lc_reuse" "separate SAC batch=runs/lc_separate"
+  python -m bench.compare_curves --x=agent_steps --at=12500,25000 --out=OUT "a=ROOT_A" "b=ROOT_B"
 
 Each argument is LABEL=RUN_ROOT; the run's `eval_returns.csv` (written by
 train_eval) gives the points. Prints one JSON line with, per run, the eval
-return at each checkpoint minute (mean of the evaluations in the 5 minutes
-before it, so one lucky episode does not decide), the best and the final return, and
-the train and env steps done; writes OUT.png and OUT.csv.
+return at each comparison point (mean of the evaluations in the window before
+it: 5 minutes, or a fifth of the point in agent steps, so one lucky episode
+does not decide), the best and the final return, and the train and env steps
+done; writes OUT.png and OUT.csv.
 """
 import argparse
 import csv
@@ -22,17 +24,21 @@ def load(root):
     return [{k: float(v) for k, v in row.items()} for row in csv.DictReader(f)]
 
 
-def return_near(records, wall_s):
-  """Mean eval return over (wall_s - WINDOW_S, wall_s]; None before the first point."""
-  window = [r['eval_return'] for r in records
-            if wall_s - WINDOW_S < r['wall_time_s'] <= wall_s]
-  return round(sum(window) / len(window), 1) if window else None
+def return_near(records, point, key='wall_time_s', window=WINDOW_S):
+  """Mean eval return over (point - window, point] of `key`; None before the first."""
+  near = [r['eval_return'] for r in records if point - window < r[key] <= point]
+  return round(sum(near) / len(near), 1) if near else None
 
 
-def summarize(records, minutes):
+def summarize(records, points, x='wall'):
   last = records[-1]
+  if x == 'wall':
+    at = {'return_at_minute': {m: return_near(records, 60.0 * m) for m in points}}
+  else:  # eval_returns.csv's env_steps column counts agent steps
+    at = {'return_at_agent_steps': {s: return_near(records, s, 'env_steps', s / 5)
+                                    for s in points}}
   return {
-      'return_at_minute': {m: return_near(records, 60.0 * m) for m in minutes},
+      **at,
       'best_eval_return': round(max(r['eval_return'] for r in records), 1),
       'final_eval_return': round(last['eval_return'], 1),
       'wall_time_s': last['wall_time_s'],
@@ -43,6 +49,7 @@ def summarize(records, minutes):
 
 
 WALL_MINUTES = (lambda r: r['wall_time_s'] / 60, 'wall time (minutes, 2-core CPU)')
+AGENT_STEPS = (lambda r: r['env_steps'], 'agent steps (environment steps / action repeat)')
 
 
 def draw(ax, runs, random_mean=None, x=WALL_MINUTES):
@@ -75,7 +82,11 @@ def _parser():
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument('runs', nargs='+', help='LABEL=RUN_ROOT')
   parser.add_argument('--out', required=True, help='Path prefix of the PNG and CSV.')
-  parser.add_argument('--minutes', default='10,20,30,40', help='Comparison points.')
+  parser.add_argument('--x', choices=('wall', 'agent_steps'), default='wall',
+                      help='Compare at equal wall time or at equal agent steps.')
+  parser.add_argument('--minutes', default='10,20,30,40', help='Comparison points (--x=wall).')
+  parser.add_argument('--at', default='', help='Comparison points in agent steps '
+                      '(--x=agent_steps), e.g. 6250,12500,25000.')
   return parser
 
 
@@ -95,9 +106,9 @@ def main():
     label, _, root = spec.partition('=')
     runs[label] = load(root)
     if not runs[label]:
-      parser.error(f'{root}/eval_returns.csv has no evaluations yet')
-  minutes = [int(m) for m in args.minutes.split(',')]
-  plot(runs, args.out + '.png')
+      _parser().error(f'{root}/eval_returns.csv has no evaluations yet')
+  points = [int(p) for p in (args.minutes if args.x == 'wall' else args.at).split(',') if p]
+  plot(runs, args.out + '.png', x=WALL_MINUTES if args.x == 'wall' else AGENT_STEPS)
   with open(args.out + '.csv', 'w', newline='') as f:
     writer = csv.writer(f)
     writer.writerow(['run', 'iteration', 'train_step', 'env_steps', 'wall_time_s', 'eval_return'])
@@ -106,7 +117,7 @@ def main():
         writer.writerow([label, int(r['iteration']), int(r['train_step']),
                          int(r['env_steps']), r['wall_time_s'], round(r['eval_return'], 2)])
   print(json.dumps({'name': 'compare_curves', 'window_s': WINDOW_S,
-                    'runs': {label: summarize(records, minutes)
+                    'runs': {label: summarize(records, points, args.x)
                              for label, records in runs.items()},
                     'png': args.out + '.png', 'csv': args.out + '.csv'}))
 

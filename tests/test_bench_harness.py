@@ -184,3 +184,17 @@ def test_measure_repeats_until_enough_time_and_interleave_alternates():
   stats = common.summarize([4.0, 1.0, 3.0, 2.0, 100.0])
   assert stats == {'median_s': 3.0, 'iqr_s': 2.0, 'min_s': 1.0, 'max_s': 100.0, 'n': 5}
   assert common.summarize_ms([0.001, 0.003, 0.002])['median_ms'] == 2.0
+
+
+def test_compare_curves_compares_at_equal_agent_steps_over_a_window():
+  from bench import compare_curves  # pylint: disable=g-import-not-at-top
+  records = [dict(iteration=i, train_step=100 * i, env_steps=1000 * i, wall_time_s=60.0 * i,
+                  eval_return=float(10 * i)) for i in range(1, 11)]
+  summary = compare_curves.summarize(records, [5000, 10000], x='agent_steps')
+  # The window is a fifth of the point: (4000, 5000] holds step 5000 only,
+  # (8000, 10000] steps 9000 and 10000.
+  assert summary['return_at_agent_steps'] == {5000: 50.0, 10000: 95.0}
+  assert summary['return_at_agent_steps'][5000] != compare_curves.summarize(
+      records, [5], x='wall')['return_at_minute'][5]   # 5 minutes: steps 1000-5000
+  assert compare_curves.parse_args(['--x=agent_steps', '--at=5000', '--out=o', 'a=r']).x == (
+      'agent_steps')
