@@ -42,11 +42,13 @@ def parse_args(argv=None):
 
 
 def record_episode(agent, env):
-  """One greedy actor episode: frames, actions, rewards and beliefs, as numpy."""
+  """One greedy actor episode as numpy: frames, actions, rewards, and after each
+  frame the filter's belief (deter, stoch) and the features SAC sees."""
   import numpy as np  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from tf_agents.trajectories import time_step as ts  # pylint: disable=g-import-not-at-top
   from tf_agents.utils import common as tfa_common  # pylint: disable=g-import-not-at-top
+  from planet_tfa.networks import rssm as rssm_lib  # pylint: disable=g-import-not-at-top
   actor = agent.make_policy('sac', True)
   act = tfa_common.function(actor.action)
   step, state = env.reset(), actor.get_initial_state(1)
@@ -63,9 +65,10 @@ def record_episode(agent, env):
     actions.append(out.action.numpy()[0])
     step = env.step(actions[-1])
     rewards.append(float(step.reward))
+  belief = {'deter': np.array(deter), 'stoch': np.array(stoch)}
   return dict(frames={k: np.stack([f[k] for f in frames]) for k in frames[0]},
               actions=np.array(actions, np.float32), rewards=np.array(rewards, np.float32),
-              deter=np.array(deter), stoch=np.array(stoch))
+              features=rssm_lib.features(belief).numpy(), **belief)
 
 
 def open_loop_images(agent, episode, context, horizon, stride):
@@ -119,8 +122,7 @@ def critic_calibration(agent, episode, gamma):
   """Q at t vs the discounted return after t, bootstrapped with V at the end."""
   import numpy as np  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  features = tf.constant(np.concatenate([episode['deter'], episode['stoch']], -1))
-  q = critic_values(agent, features, tf.constant(episode['actions']))
+  q = critic_values(agent, tf.constant(episode['features']), tf.constant(episode['actions']))
   rewards = episode['rewards']
   steps = len(rewards)
   # The time limit is not a terminal: the return goes on past it, worth about
@@ -135,10 +137,9 @@ def critic_calibration(agent, episode, gamma):
 
 
 def policy_entropy(agent, episode, samples=64):
-  import numpy as np  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  features = tf.constant(np.concatenate([episode['deter'], episode['stoch']], -1))
-  distribution, _ = agent.actor_network(features, step_type=(), network_state=())
+  distribution, _ = agent.actor_network(tf.constant(episode['features']), step_type=(),
+                                        network_state=())
   actions = distribution.sample(samples, seed=0)
   # Clip away from the tanh boundary, where float32 log-probs overflow.
   actions = tf.clip_by_value(actions, -0.999999, 0.999999)

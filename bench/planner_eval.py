@@ -27,6 +27,7 @@ import sys
 import time
 
 from bench import common
+from bench import diagnose_run
 
 
 def _parse_overrides(text):
@@ -61,26 +62,14 @@ def model_check(agent, env, planner, stride=4, plan_stride=16):
   """Predicted vs real H-step returns along one greedy actor episode."""
   import numpy as np  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from tf_agents.trajectories import time_step as ts  # pylint: disable=g-import-not-at-top
   from tf_agents.utils import common as tfa_common  # pylint: disable=g-import-not-at-top
-  actor = agent.make_policy('sac', True)
-  act_fn = tfa_common.function(actor.action)
   score_fn = tfa_common.function(planner.plan_returns)
   plan_fn = tfa_common.function(planner.plan)
-  step, state = env.reset(), actor.get_initial_state(1)
-  beliefs, actions, rewards = [], [], []
-  while not step.is_last():
-    batched = ts.TimeStep(tf.constant([step.step_type]), tf.constant([step.reward], tf.float32),
-                          tf.constant([step.discount], tf.float32),
-                          {k: tf.constant(v[None]) for k, v in step.observation.items()})
-    out = act_fn(batched, state)
-    state = out.state
-    beliefs.append({'deter': state['deter'], 'stoch': state['stoch']})
-    actions.append(out.action.numpy()[0])
-    step = env.step(actions[-1])
-    rewards.append(float(step.reward))
+  episode = diagnose_run.record_episode(agent, env)
+  actions, rewards = episode['actions'], episode['rewards'].astype(np.float64)
+  beliefs = [{k: tf.constant(episode[k][t:t + 1]) for k in ('deter', 'stoch')}
+             for t in range(len(actions))]
   horizon = planner.horizon
-  actions, rewards = np.array(actions, np.float32), np.array(rewards)
   predicted, real, cem_predicted, actor_predicted = [], [], [], []
   for t in range(0, len(actions) - horizon + 1, stride):
     actor_plan = tf.constant(actions[None, None, t:t + horizon])   # [1, 1, H, A]
