@@ -28,11 +28,23 @@ def verify_readable(path):
 
 
 class RunCheckpoints:
-  """A `tf.train.Checkpoint` of `objects` managed in `directory`."""
+  """A `tf.train.Checkpoint` of `objects` managed in `directory`.
 
-  def __init__(self, directory, max_to_keep=3, **objects):
+  `optional`: objects added after runs already existed (e.g. counters of a new
+  setting). They are saved like the rest under `optional/`, but a checkpoint
+  written before them restores without them (they keep their initial value)
+  instead of failing the match of every object.
+  """
+
+  def __init__(self, directory, max_to_keep=3, optional=None, **objects):
     self.directory = directory
-    self.checkpoint = tf.train.Checkpoint(**objects)
+    self._required = tf.train.Checkpoint(**objects)
+    self._optional = (tf.train.Checkpoint(optional=tf.train.Checkpoint(**optional))
+                      if optional else None)
+    saved = dict(objects)
+    if optional:
+      saved['optional'] = self._optional.optional
+    self.checkpoint = tf.train.Checkpoint(**saved)
     self.manager = tf.train.CheckpointManager(self.checkpoint, directory, max_to_keep)
 
   def _candidates(self):
@@ -65,10 +77,12 @@ class RunCheckpoints:
     for path in candidates:
       try:
         verify_readable(path)
-        status = self.checkpoint.restore(path)
-        if partial:
+        status = self._required.restore(path)
+        if partial or self._optional is not None:
           status.expect_partial()
         status.assert_existing_objects_matched()
+        if self._optional is not None:
+          self._optional.restore(path).expect_partial()
       except Exception as error:  # pylint: disable=broad-except
         # Damage shows up as OpError, ValueError, IndexError ("read less
         # bytes than requested") or others: any failure means unusable.

@@ -88,13 +88,22 @@ class Collection:
     metrics_buffer: episodes averaged in the return / length metrics.
     random_collect: collect with the random policy too (world-model-only runs).
     eval_observers: extra observers of evaluation steps (e.g. a video recorder).
+    eval_stochastic_policy: the stochastic policy evaluated next to the
+      greedy one (SLAC's published curves are of it); None: greedy only.
   """
 
   def __init__(self, train_env, eval_env, collect_policy, eval_policy,
                replay_observer, metrics_buffer=10, use_tf_function=True,
-               random_collect=False, eval_observers=()):
+               random_collect=False, eval_observers=(), eval_stochastic_policy=None):
     self.train_metrics = make_metrics('Train', metrics_buffer)
     self.eval_metrics = make_metrics('Eval', metrics_buffer)
+    # Not in checkpoint_objects: reset at every evaluation, and runs that
+    # predate them must still restore.
+    self.eval_stochastic_metrics = make_metrics('EvalStochastic', metrics_buffer)
+    eval_roles = {'eval': (eval_policy, None)}
+    if eval_stochastic_policy is not None:
+      eval_roles['eval_stochastic'] = (eval_stochastic_policy,
+                                       list(self.eval_stochastic_metrics.values()))
     train_observers = [replay_observer] + list(self.train_metrics.values())
     eval_observers = list(self.eval_metrics.values()) + list(eval_observers)
     random_policy = random_tf_policy.RandomTFPolicy(
@@ -103,16 +112,17 @@ class Collection:
     acting = {'warmup': (random_policy, train_observers),
               'collect': (random_policy if random_collect else collect_policy,
                           train_observers)}
+    eval_roles['eval'] = (eval_policy, eval_observers)
     self._shares_env = eval_env is train_env
     if self._shares_env:
-      acting['eval'] = (eval_policy, eval_observers)
+      acting.update(eval_roles)
     self.train_driver = EpisodeDriver(train_env, acting, use_tf_function)
     self.eval_driver = None
     if self._shares_env:
       self.eval_driver = self.train_driver
     elif eval_env is not None:
-      self.eval_driver = EpisodeDriver(eval_env, {'eval': (eval_policy, eval_observers)},
-                                       use_tf_function)
+      self.eval_driver = EpisodeDriver(eval_env, eval_roles, use_tf_function)
+    self.has_stochastic_eval = eval_stochastic_policy is not None
 
   def warmup(self, num_episodes):
     self.train_driver.run(num_episodes, 'warmup')
@@ -120,19 +130,23 @@ class Collection:
   def collect(self, num_episodes):
     self.train_driver.run(num_episodes, 'collect')
 
-  def evaluate(self, num_episodes):
-    """Runs `num_episodes` greedy episodes; returns their average return."""
+  def evaluate(self, num_episodes, stochastic=False):
+    """Runs `num_episodes` greedy (or, with `stochastic`, stochastic-policy)
+    episodes; returns their average return."""
     if self.eval_driver is None or num_episodes <= 0:
       return None
-    for metric in self.eval_metrics.values():
+    if stochastic and not self.has_stochastic_eval:
+      return None
+    metrics = self.eval_stochastic_metrics if stochastic else self.eval_metrics
+    for metric in metrics.values():
       if not isinstance(metric, (tf_metrics.NumberOfEpisodes, tf_metrics.EnvironmentSteps)):
         metric.reset()
     # On a shared env the drivers stop right after an episode ends, so it
     # stands at the FIRST step of a fresh episode: no reset, none wasted.
     if not self._shares_env:
       self.eval_driver.restart()  # each evaluation starts fresh episodes
-    self.eval_driver.run(num_episodes, 'eval')
-    return float(self.eval_metrics['return'].result())
+    self.eval_driver.run(num_episodes, 'eval_stochastic' if stochastic else 'eval')
+    return float(metrics['return'].result())
 
   def checkpoint_objects(self):
     """Metric variables (counters, return buffers) for tf.train.Checkpoint."""

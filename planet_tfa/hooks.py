@@ -28,6 +28,7 @@ class IterationState:
   experience: Any = None              # the iteration's last sampled windows
   final: bool = False                 # the loop ends after this iteration
   eval_return: Optional[float] = None  # the newest evaluation's mean return
+  eval_return_stochastic: Optional[float] = None  # ... of the stochastic policy
 
 
 class IntervalHook:
@@ -100,11 +101,16 @@ class OpenLoopImageHook(IntervalHook):
 def append_eval_record(root_dir, record):
   """ROOT/eval_returns.csv: one line per evaluation, for plotting learning curves."""
   path = os.path.join(root_dir, layout.EVAL_RECORDS)
-  new = not os.path.exists(path)
+  columns = list(record)
+  if os.path.exists(path):
+    with open(path) as f:
+      header = f.readline().strip()
+    if header:
+      columns = header.split(',')  # a resumed older run keeps its columns
   with open(path, 'a') as f:
-    if new:
-      f.write(','.join(record) + '\n')
-    f.write(','.join(str(v) for v in record.values()) + '\n')
+    if not os.path.exists(path) or f.tell() == 0:
+      f.write(','.join(columns) + '\n')
+    f.write(','.join(str(record.get(c, '')) for c in columns) + '\n')
 
 
 class EvalHook(IntervalHook):
@@ -129,19 +135,26 @@ class EvalHook(IntervalHook):
     if self._video is not None:
       self._video.arm()  # records the first eval episode
     mean_return = self._collection.evaluate(self._num_episodes)
+    # The stochastic policy's return too: what SLAC's curves report.
+    stochastic_return = self._collection.evaluate(self._num_episodes, stochastic=True)
     state.eval_return = mean_return
-    append_eval_record(self._root_dir, {
+    state.eval_return_stochastic = stochastic_return
+    record = {
         'iteration': state.iteration, 'train_step': state.train_step,
         'env_steps': state.env_steps,
         'wall_time_s': round(time.time() - self._started_at, 1),
-        'eval_return': mean_return})
+        'eval_return': mean_return}
+    if stochastic_return is not None:
+      record['eval_return_stochastic'] = stochastic_return
+    append_eval_record(self._root_dir, record)
     self._best_return.assign(max(float(self._best_return.numpy()), mean_return))
     with self._writer.as_default():
-      summaries.write_scalars({
-          'metrics/return': mean_return,
-          'metrics/episode_length':
-              self._collection.eval_metrics['episode_length'].result(),
-      }, state.train_step)
+      scalars = {'metrics/return': mean_return,
+                 'metrics/episode_length':
+                     self._collection.eval_metrics['episode_length'].result()}
+      if stochastic_return is not None:
+        scalars['metrics/return_stochastic'] = stochastic_return
+      summaries.write_scalars(scalars, state.train_step)
       if self._video is not None:
         self._video.write(state.train_step)  # ROOT/eval/videos/eval_<step>.gif
 

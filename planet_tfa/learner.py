@@ -9,6 +9,7 @@ line) is a hook in `hooks`. What the run writes where: `layout`.
 import dataclasses
 import json
 import os
+import sys
 import time
 from typing import Any, Callable
 
@@ -20,6 +21,7 @@ from tf_agents.utils import common
 from planet_tfa import checkpoints
 from planet_tfa import episodes
 from planet_tfa import experiment as experiment_lib
+from planet_tfa import hardware
 from planet_tfa import hooks as hooks_lib
 from planet_tfa import layout
 from planet_tfa import saved_policies
@@ -34,6 +36,8 @@ from planet_tfa import videos
 def train_eval(root_dir,
                num_iterations=1000,
                initial_collect_episodes=5,
+               initial_collect_env_steps=None,
+               model_pretrain_steps=0,
                collect_episodes_per_iteration=1,
                train_steps_per_iteration=None,
                train_steps_per_env_step=0.1,
@@ -48,6 +52,8 @@ def train_eval(root_dir,
                progress_interval_s=30.0,
                sample_timeout_s=60.0,
                sac_batch_size=None,
+               sac_updates_per_train_step=1,
+               eval_stochastic=True,
                time_budget_s=None,
                env_step_budget=None,
                world_model_checkpoint=None,
@@ -69,6 +75,12 @@ def train_eval(root_dir,
     num_iterations: total iterations of the run (a resumed run continues to it).
     initial_collect_episodes: random-policy episodes before training, skipped
       when the (restored) replay already holds windows.
+    initial_collect_env_steps: the warm-up size in environment (physics)
+      steps instead (whole episodes until at least this many; SLAC: 10000);
+      None: `initial_collect_episodes` decides.
+    model_pretrain_steps: world-model updates on the warm-up data before SAC's
+      first update (SLAC pre-trains its model); counted in the summary and
+      resumed where a stop left them. Done only by a run that has not trained.
     collect_episodes_per_iteration: policy episodes per iteration.
     train_steps_per_env_step: the data ratio: train steps per environment
       step, where an environment step is a physics step (agent steps x the
@@ -98,6 +110,14 @@ def train_eval(root_dir,
     sac_batch_size: None (default): SAC learns from the features of the world
       model's own batch. A number: SAC gets its own batch of that many windows,
       encoded without gradients (SLAC's layout, a second encoder pass).
+    sac_updates_per_train_step: SAC updates per world-model update. The first
+      is the train step's own; each further one samples its own fresh windows
+      (`sac_batch_size` of them, else `batch_size`) and encodes them without
+      gradients. SAC updates cost a fraction of a model update, and SLAC makes
+      several times more of them.
+    eval_stochastic: every evaluation also runs the stochastic (collect)
+      policy for `eval_episodes` episodes (SLAC's published curves are of it);
+      both returns go to ROOT/eval_returns.csv and TensorBoard.
     time_budget_s: stop (checkpointed, evaluated) once this much wall time has
       passed in this process; None: no limit. For equal-budget comparisons.
     env_step_budget: stop (checkpointed, evaluated) once the run has
@@ -179,6 +199,7 @@ class _Run:
   save_all: Callable[[], None]  # run checkpoint, world model, replay
   export: Callable[[], None]    # the policy SavedModels
   action_repeat: int
+  updates: Any                  # _UpdateCounters
 
   @property
   def train_step(self):
@@ -187,6 +208,18 @@ class _Run:
   def counters(self):
     return {'env_steps': int(self.collection.train_metrics['env_steps'].result()),
             'train_steps': int(self.train_step.numpy())}
+
+
+class _UpdateCounters:
+  """Updates that are not train steps, checkpointed with the run."""
+
+  def __init__(self):
+    self.pretrain_steps = tf.Variable(0, dtype=tf.int64, name='model_pretrain_steps')
+    self.extra_sac_updates = tf.Variable(0, dtype=tf.int64, name='extra_sac_updates')
+
+  def checkpoint_objects(self):
+    return {'model_pretrain_steps': self.pretrain_steps,
+            'extra_sac_updates': self.extra_sac_updates}
 
 
 def _train(root_dir, experiment, s, train_env, eval_env, collects, remote):
@@ -232,6 +265,7 @@ def _train(root_dir, experiment, s, train_env, eval_env, collects, remote):
       'finishing the train step, then checkpointing and exiting (send it again '
       'to abort).').install()
   try:
+    _pretrain_world_model(run, s, experiment, stop)
     state = _loop(run, s, experiment, progress, hooks, stop,
                   ended=lambda: any(end() for end in ends.values()))
   finally:
@@ -244,16 +278,24 @@ def _train(root_dir, experiment, s, train_env, eval_env, collects, remote):
     eval_writer.flush()
 
   env_steps = run.counters()['env_steps']
+  train_steps = int(run.train_step.numpy())
+  pretrain_steps = int(run.updates.pretrain_steps.numpy())
   result = {
       'root_dir': root_dir,
       'iterations': int(run.iteration.numpy()),
-      'train_steps': int(run.train_step.numpy()),
+      'train_steps': train_steps,
+      # Every world-model update: pre-training plus one per train step.
+      'model_pretrain_steps': pretrain_steps,
+      'model_updates': pretrain_steps + (train_steps if not s['freeze_world_model'] else 0),
+      'sac_updates': ((train_steps if not s['world_model_only'] else 0)
+                      + int(run.updates.extra_sac_updates.numpy())),
       'env_steps': env_steps,
       # Environment (physics) steps: the unit of train_steps_per_env_step.
       'physics_steps': env_steps * run.action_repeat,
       'action_repeat': run.action_repeat,
       'episodes': int(run.collection.train_metrics['episodes'].result()),
       'last_eval_return': state.eval_return,
+      'last_eval_return_stochastic': state.eval_return_stochastic,
       'best_eval_return': (float(run.best_eval_return.numpy())
                            if np.isfinite(run.best_eval_return.numpy()) else None),
       'replay_windows': run.replay.table_size(),
@@ -276,7 +318,13 @@ def _loop(run, s, experiment, progress, hooks, stop, ended):
   sac_sampler = (experiment_lib.make_sampler(experiment, run.agent, run.replay.address,
                                              s['sac_batch_size'], s['sample_timeout_s'])
                  if s['sac_batch_size'] else None)
+  extra_sac_updates = 0 if s['world_model_only'] else s['sac_updates_per_train_step'] - 1
+  extra_sac_sampler = None
+  if extra_sac_updates:
+    extra_sac_sampler = sac_sampler or experiment_lib.make_sampler(
+        experiment, run.agent, run.replay.address, s['batch_size'], s['sample_timeout_s'])
   train_fn = common.function(run.agent.train)
+  sac_only_fn = common.function(run.agent.train_sac_only)
   progress.rates(run.counters())
   state = hooks_lib.IterationState(int(run.iteration.numpy()), int(run.train_step.numpy()),
                                    run.counters()['env_steps'], {})
@@ -290,6 +338,9 @@ def _loop(run, s, experiment, progress, hooks, stop, ended):
       state.experience = next(sampler)
       extra = {} if sac_sampler is None else {'sac_experience': next(sac_sampler)}
       state.loss_info = train_fn(state.experience, **extra)
+      for _ in range(extra_sac_updates):
+        sac_only_fn(next(extra_sac_sampler))
+      run.updates.extra_sac_updates.assign_add(extra_sac_updates)
       within.update(done + 1)
       if stop.signal is not None:
         break
@@ -310,6 +361,8 @@ def _setup(root_dir, experiment, s, train_env, eval_env, remote, collects):
   train_step = tf.Variable(0, dtype=tf.int64, name='train_step')
   agent = experiment_lib.make_agent(train_env.time_step_spec(), train_env.action_spec(),
                                     train_step, train_sac=not s['world_model_only'])
+  print(f'{hardware.summary_line()}; world-model image precision '
+        f'{agent.world_model.image_precision}', flush=True)
   if s['freeze_world_model']:
     agent.set_train_world_model(False)
   experiment_lib.save_specs(root_dir, train_env.time_step_spec(), train_env.action_spec())
@@ -318,13 +371,16 @@ def _setup(root_dir, experiment, s, train_env, eval_env, remote, collects):
   collection = episodes.Collection(
       train_env, eval_env, agent.collect_policy, agent.policy,
       experiment_lib.make_episode_observer(experiment, replay.client, train_env.batch_size),
-      random_collect=s['world_model_only'], eval_observers=[eval_video.observer])
+      random_collect=s['world_model_only'], eval_observers=[eval_video.observer],
+      eval_stochastic_policy=agent.collect_policy if s['eval_stochastic'] else None)
 
   iteration = tf.Variable(0, dtype=tf.int64, name='iteration')
   best_eval_return = tf.Variable(-np.inf, dtype=tf.float64, name='best_eval_return')
+  counters = _UpdateCounters()
   run_checkpoints = checkpoints.RunCheckpoints(
       os.path.join(root_dir, layout.CHECKPOINT_DIR), agent=agent, iteration=iteration,
-      best_eval_return=best_eval_return, **collection.checkpoint_objects())
+      best_eval_return=best_eval_return, optional=counters.checkpoint_objects(),
+      **collection.checkpoint_objects())
   world_model_checkpoints = tf.train.CheckpointManager(
       checkpoints.world_model_checkpoint(agent.world_model),
       os.path.join(root_dir, layout.WORLD_MODEL_DIR), max_to_keep=2)
@@ -358,7 +414,38 @@ def _setup(root_dir, experiment, s, train_env, eval_env, remote, collects):
   # Environment steps per agent step, for the data ratio and the env-step budget.
   action_repeat = schedule.action_repeat_of(train_env if collects else eval_env)
   return _Run(agent, replay, collection, eval_video, iteration, best_eval_return, save_all,
-              export, action_repeat)
+              export, action_repeat, counters)
+
+
+def _pretrain_world_model(run, s, experiment, stop):
+  """World-model updates on the warm-up data before SAC's first update.
+
+  Only a run that has made no train step pre-trains; a stop in the middle
+  checkpoints the count, and the resumed run does the rest.
+  """
+  target = s['model_pretrain_steps']
+  done = int(run.updates.pretrain_steps.numpy())
+  if (not target or done >= target or int(run.train_step.numpy()) > 0
+      or s['freeze_world_model']):
+    return
+  print(f'Pre-training the world model: {target - done} updates on the warm-up data '
+        f'({done} done before) ...', flush=True)
+  sampler = experiment_lib.make_sampler(experiment, run.agent, run.replay.address,
+                                        s['batch_size'], s['sample_timeout_s'])
+  pretrain_fn = common.function(run.agent.pretrain_world_model)
+  within = summaries.StepProgress('pre-training', target - done, s['progress_interval_s'])
+  start = time.time()
+  terms = {}
+  for step in range(done, target):
+    terms = pretrain_fn(next(sampler))
+    run.updates.pretrain_steps.assign_add(1)
+    within.update(step - done + 1)
+    if stop.signal is not None:
+      break
+  loss = float(terms['model_loss']) if terms else float('nan')
+  print(f'Pre-training: {int(run.updates.pretrain_steps.numpy())}/{target} updates, model '
+        f'loss {loss:.2f}, {time.time() - start:.0f}s', flush=True)
+  run.save_all()
 
 
 def _fill_replay(run, s, collects):
@@ -368,7 +455,17 @@ def _fill_replay(run, s, collects):
   if not collects:  # only remote collectors fill it (else this learner's warm-up does)
     run.replay.wait_for_data(s['remote_wait_for_data_s'])
   stored_windows = run.replay.table_size()
-  if stored_windows == 0 and s['initial_collect_episodes'] > 0:
+  env_step_target = s['initial_collect_env_steps']
+  if stored_windows == 0 and env_step_target:
+    print(f'Warm-up: random episodes up to {env_step_target} environment steps ...',
+          flush=True)
+    start = time.time()
+    while run.counters()['env_steps'] * run.action_repeat < env_step_target:
+      run.collection.warmup(1)
+    print(f'Warm-up done: {run.counters()["env_steps"] * run.action_repeat} environment '
+          f'steps ({run.counters()["env_steps"]} agent steps) in {time.time() - start:.1f}s',
+          flush=True)
+  elif stored_windows == 0 and s['initial_collect_episodes'] > 0:
     print(f'Warm-up: {s["initial_collect_episodes"]} random episodes ...', flush=True)
     start = time.time()
     run.collection.warmup(s['initial_collect_episodes'])
@@ -411,12 +508,16 @@ def _report_config_changes(root_dir, new_config):
 def _print_summary(result):
   root = result['root_dir']
   print('\n=== run summary ===')
-  for key in ('iterations', 'train_steps', 'env_steps', 'episodes', 'last_eval_return',
-              'best_eval_return', 'replay_windows', 'wall_time_s', 'stopped_by'):
-    print(f'  {key:18s} {result[key]}')
-  print(f'  checkpoints        {os.path.join(root, layout.CHECKPOINT_DIR)}')
-  print(f'  replay             {os.path.join(root, layout.REPLAY_DIR)}')
-  print(f'  policies           {os.path.join(root, layout.POLICIES_DIR)}')
-  print(f'  logs               {os.path.join(root, layout.LOG_DIR)}')
-  print(f'  tensorboard        tensorboard --logdir {root}')
-  print(f'  config             {os.path.join(root, layout.OPERATIVE_CONFIG)}', flush=True)
+  for key in ('iterations', 'train_steps', 'model_pretrain_steps', 'model_updates',
+              'sac_updates', 'env_steps', 'episodes', 'last_eval_return',
+              'last_eval_return_stochastic', 'best_eval_return', 'replay_windows',
+              'wall_time_s', 'stopped_by'):
+    print(f'  {key:28s} {result[key]}')
+  for key, value in (('checkpoints', os.path.join(root, layout.CHECKPOINT_DIR)),
+                     ('replay', os.path.join(root, layout.REPLAY_DIR)),
+                     ('policies', os.path.join(root, layout.POLICIES_DIR)),
+                     ('logs', os.path.join(root, layout.LOG_DIR)),
+                     ('tensorboard', f'tensorboard --logdir {root}'),
+                     ('config', os.path.join(root, layout.OPERATIVE_CONFIG))):
+    print(f'  {key:28s} {value}')
+  sys.stdout.flush()

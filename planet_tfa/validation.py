@@ -49,6 +49,13 @@ _TRAIN_EVAL_RULES = {
     'policy_export_interval': (_WHOLE_AT_LEAST_0, False, 'iterations between exports'),
     'sample_timeout_s': (_POSITIVE, False, 'seconds to wait for a replay sample'),
     'sac_batch_size': (_WHOLE_AT_LEAST_1, True, "SAC's own windows per train step"),
+    'sac_updates_per_train_step': (_WHOLE_AT_LEAST_1, False,
+                                   'SAC updates per world-model update'),
+    'model_pretrain_steps': (_WHOLE_AT_LEAST_0, False,
+                             'world-model updates on the warm-up data before SAC'),
+    'initial_collect_env_steps': (_WHOLE_AT_LEAST_1, True,
+                                  'random warm-up size in environment steps'),
+    'eval_stochastic': (_BOOL, False, 'also evaluate the stochastic policy'),
     'train_steps_per_iteration': (_WHOLE_AT_LEAST_0, True, 'train steps per iteration'),
     'train_steps_per_env_step': ((lambda v: _is_number(v) and v >= 0, 'a number >= 0'), True,
                                  'train steps per environment step'),
@@ -152,6 +159,21 @@ def check_train_eval(settings, experiment):
         f'mid-episode (a window has {pairs} pairs), so it would learn only from episode '
         f'starts. Use sac_burn_in <= {pairs - 1} or a longer sequence_length (> '
         f'{burn_in + 1}).')
+
+  acting_window = bound_value('LatentSacAgent', 'acting_window',
+                              latent_sac_agent.LatentSacAgent)
+  initial_alpha = bound_value('LatentSacAgent', 'initial_alpha',
+                              latent_sac_agent.LatentSacAgent)
+  try:
+    latent_sac_agent.check_sac_settings(initial_alpha, acting_window)
+  except errors.ConfigError as error:
+    raise SettingError(str(error)) from None
+  if acting_window is not None and acting_window > experiment.sequence_length:
+    raise SettingError(
+        f'LatentSacAgent.acting_window={acting_window} with Experiment.sequence_length='
+        f'{experiment.sequence_length}: the acting belief would have more history than any '
+        'belief SAC trained on (a replay window starts from zeros). Use acting_window <= '
+        f'{experiment.sequence_length - 1}, or longer windows.')
 
   greedy_filter = bound_value('LatentSacAgent', 'greedy_filter',
                               latent_sac_agent.LatentSacAgent)

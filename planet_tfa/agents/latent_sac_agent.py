@@ -19,6 +19,9 @@ therefore skipped in mid-episode windows (default 3 of the 8 pairs of a 9-step
 window; SLAC used only the last pair). Pairs after the episode's LAST step
 (padding) are always skipped.
 """
+import math
+import numbers
+
 import gin
 import tensorflow as tf
 from tf_agents.agents import tf_agent
@@ -39,6 +42,23 @@ from planet_tfa.networks import rssm_network
 
 
 POLICY_KINDS = ('sac', 'cem')
+
+
+def check_sac_settings(initial_alpha, acting_window):
+  """Named errors for the temperature and acting-window settings."""
+  if initial_alpha is not None and not (
+      isinstance(initial_alpha, numbers.Real) and not isinstance(initial_alpha, bool)
+      and initial_alpha > 0):
+    raise errors.ConfigError(
+        f'LatentSacAgent.initial_alpha={initial_alpha!r}: must be a number > 0 (the '
+        'temperature SAC starts at, e.g. 0.1) or None (exp(initial_log_alpha)).')
+  if acting_window is not None and (
+      isinstance(acting_window, bool) or not isinstance(acting_window, numbers.Integral)
+      or acting_window < 2):
+    raise errors.ConfigError(
+        f'LatentSacAgent.acting_window={acting_window!r}: must be a whole number >= 2 '
+        '(steps the acting filter re-filters from zeros, e.g. Experiment.sequence_length '
+        '- 1) or None (a filter over the whole episode).')
 
 
 def _legacy_adam(learning_rate, epsilon=1e-7):
@@ -62,6 +82,13 @@ class LatentSacAgent(tf_agent.TFAgent):
     target_entropy: None means -dim(A) (SLAC); TF-Agents' own default is -dim(A)/2.
     gamma, target_update_tau, target_update_period, reward_scale_factor,
       initial_log_alpha: SAC hyper-parameters.
+    initial_alpha: the temperature SAC starts at (None: exp(initial_log_alpha),
+      i.e. 1.0 as in SLAC; SAC-AE, CURL and DrQ start at 0.1).
+    acting_window: how every acting policy builds its belief: None filters
+      the whole episode; K filters the last K steps from the zero state at
+      every step (SLAC), the same construction as the training windows'
+      beliefs. K <= Experiment.sequence_length - 1 keeps the acting belief's
+      history within what SAC trained on.
     sac_burn_in: skipped leading pairs of mid-episode windows (see module doc).
     train_world_model, train_sac: turn either update off (a frozen world model;
       a world-model-only run).
@@ -84,7 +111,7 @@ class LatentSacAgent(tf_agent.TFAgent):
                model_gradient_clipping=100.0, sac_gradient_clipping=None,
                target_entropy=None, gamma=0.99, target_update_tau=0.005,
                target_update_period=1, reward_scale_factor=1.0, initial_log_alpha=0.0,
-               sac_burn_in=3, train_world_model=True, train_sac=True,
+               initial_alpha=None, acting_window=None, sac_burn_in=3, train_world_model=True, train_sac=True,
                greedy_filter='mean', collect_with='sac', eval_with='sac',
                train_step_counter=None, name='LatentSacAgent'):
     tf.Module.__init__(self, name=name)
@@ -101,8 +128,11 @@ class LatentSacAgent(tf_agent.TFAgent):
     if world_model is None:
       world_model = world_model_lib.WorldModel(time_step_spec.observation, action_spec)
     self._world_model = world_model
+    check_sac_settings(initial_alpha, acting_window)
+    if initial_alpha is not None:
+      initial_log_alpha = math.log(initial_alpha)
     self._filter_network = rssm_network.RssmEncodingNetwork(
-        world_model.encoder, world_model.rssm, action_spec)
+        world_model.encoder, world_model.rssm, action_spec, window=acting_window)
     feature_spec = self._filter_network.feature_spec
     feature_time_step_spec = ts.time_step_spec(feature_spec, time_step_spec.reward)
 
@@ -273,11 +303,13 @@ class LatentSacAgent(tf_agent.TFAgent):
     weights = weights / tf.maximum(tf.reduce_mean(weights), 1e-6)
     return transition, weights
 
-  def _train(self, experience, weights=None, sac_experience=None):
-    """One train step; `sac_experience` (optional) is a separate [B', T+1]
-    batch of windows for SAC, encoded by the world model without gradients
-    (SLAC's layout). Without it SAC uses the features of `experience`."""
-    del weights  # Windows are sampled uniformly; no importance weights.
+  def _encode_without_gradients(self, experience):
+    posterior, _ = self._world_model.observe(
+        experience.observation, experience.action, experience.step_type)
+    return tf.stop_gradient(rssm_lib.features(posterior))
+
+  def _model_update(self, experience):
+    """One world-model optimizer step; returns (loss, terms, posterior)."""
     with tf.GradientTape() as tape:
       model_loss, terms, posterior = self._world_model.loss(experience)
     checked_loss = tf.debugging.check_numerics(
@@ -291,25 +323,52 @@ class LatentSacAgent(tf_agent.TFAgent):
       grads, grad_norm = tf.clip_by_global_norm(grads, self._model_gradient_clipping)
       self._model_optimizer.apply_gradients(zip(grads, variables))
       terms['model_grad_norm'] = grad_norm
+    return checked_loss, terms, posterior
 
+  def _sac_update(self, experience, features):
+    transition, sac_weights = self.sac_transitions(experience, features)
+    sac_info = self._sac.train(transition, weights=sac_weights)
+    extra = dict(critic_loss=sac_info.extra.critic_loss,
+                 actor_loss=sac_info.extra.actor_loss,
+                 alpha_loss=sac_info.extra.alpha_loss,
+                 alpha=tf.exp(self.log_alpha))
+    return sac_info.loss, extra
+
+  def pretrain_world_model(self, experience):
+    """A world-model update alone (pre-training on the warm-up data before SAC
+    starts); the train step counter does not move. Returns the loss terms."""
+    _, terms, _ = self._model_update(experience)
+    return terms
+
+  def train_sac_only(self, sac_experience):
+    """An extra SAC update on its own freshly sampled windows, encoded by the
+    world model without gradients; the train step counter (which counts
+    world-model updates) does not move. Returns SAC's loss terms."""
+    features = self._encode_without_gradients(sac_experience)
+    loss, extra = self._sac_update(sac_experience, features)
+    with tf.control_dependencies([loss]):
+      # SacAgent advanced the shared counter; a train step is a model update.
+      self.train_step_counter.assign_sub(1)
+    return extra
+
+  def _train(self, experience, weights=None, sac_experience=None):
+    """One train step; `sac_experience` (optional) is a separate [B', T+1]
+    batch of windows for SAC, encoded by the world model without gradients
+    (SLAC's layout). Without it SAC uses the features of `experience`."""
+    del weights  # Windows are sampled uniformly; no importance weights.
+    model_loss, terms, posterior = self._model_update(experience)
     if sac_experience is None:
-      with tf.control_dependencies([checked_loss]):
+      with tf.control_dependencies([model_loss]):
         features = tf.stop_gradient(rssm_lib.features(posterior))
     else:
       # Encoded after the model update, like SLAC's separate SAC batch.
-      sac_posterior, _ = self._world_model.observe(
-          sac_experience.observation, sac_experience.action, sac_experience.step_type)
-      features = tf.stop_gradient(rssm_lib.features(sac_posterior))
+      features = self._encode_without_gradients(sac_experience)
       experience = sac_experience
     extra = dict(terms)
     if self._train_sac:
-      transition, sac_weights = self.sac_transitions(experience, features)
-      sac_info = self._sac.train(transition, weights=sac_weights)
-      extra.update(critic_loss=sac_info.extra.critic_loss,
-                   actor_loss=sac_info.extra.actor_loss,
-                   alpha_loss=sac_info.extra.alpha_loss,
-                   alpha=tf.exp(self.log_alpha))
-      total = model_loss + sac_info.loss
+      sac_loss, sac_extra = self._sac_update(experience, features)
+      extra.update(sac_extra)
+      total = model_loss + sac_loss
     else:
       # SacAgent advances the shared counter; without it we must.
       self.train_step_counter.assign_add(1)

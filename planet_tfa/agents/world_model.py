@@ -13,6 +13,7 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 from tf_agents.trajectories import time_step as ts
 
+from planet_tfa import hardware
 from planet_tfa.networks import decoders
 from planet_tfa.networks import encoders
 from planet_tfa.networks import rssm as rssm_lib
@@ -83,7 +84,9 @@ class WorldModel(tf.Module):
     image_depth: conv depth of encoders and image decoders.
     image_precision: 'float32', or 'mixed_bfloat16' to run the image encoders
       and decoders (96% of the FLOPs) in bf16 with fp32 variables: faster on
-      GPUs and on CPUs with AVX512_BF16 or AMX; checkpoints are the same.
+      GPUs and on CPUs with AVX512_BF16 or AMX, 4-6x slower on CPUs without
+      bf16 units; 'auto' picks bf16 only where the hardware has them
+      (`hardware.image_precision`). Checkpoints are the same either way.
   """
 
   def __init__(self, observation_spec, action_spec, encoder_keys=None,
@@ -94,7 +97,8 @@ class WorldModel(tf.Module):
     if not isinstance(observation_spec, dict):
       raise TypeError('WorldModel expects a dict observation spec, e.g. '
                       f"{{'pixels': ...}}; got {observation_spec}")
-    encoders.check_precision(image_precision)
+    image_precision = encoders.check_precision(hardware.image_precision(image_precision))
+    self.image_precision = image_precision
     encoder_keys = sorted(observation_spec) if encoder_keys is None else list(encoder_keys)
     decoder_keys = list(encoder_keys) if decoder_keys is None else list(decoder_keys)
     unknown = [k for k in decoder_keys if k not in observation_spec]

@@ -36,7 +36,7 @@ def check_precision(precision):
   """The conv layers' Keras dtype policy: fp32, or bf16 compute on fp32 variables."""
   if precision not in PRECISIONS:
     raise ValueError(
-        f"image precision '{precision}' is not one of {PRECISIONS} (fix "
+        f"image precision '{precision}' is not one of {PRECISIONS} or 'auto' (fix "
         'WorldModel.image_precision in gin); mixed_float16 would need loss scaling, '
         'which the world model does not do.')
   return precision

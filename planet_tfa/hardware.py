@@ -1,0 +1,95 @@
+"""The CPU this process runs on, and the TensorFlow CPU path chosen for it.
+
+TensorFlow 2.15 turns its oneDNN optimisations on by default only on CPUs with
+AVX-512; on AVX2-only CPUs (AMD Zen 3) it leaves them off, although they made
+the world-model step 1.4-2x faster there (docs/benchmarks.md). `prefer_onednn()`
+turns them on for every CPU unless the user set `TF_ENABLE_ONEDNN_OPTS`
+themselves; it must run before TensorFlow is imported (`planet_tfa/__init__`
+calls it). bf16 convolutions pay off only with bf16 units (AVX512_BF16, AMX)
+or a GPU, and are 4-6x slower without them: `image_precision('auto')` picks.
+
+Nothing here imports TensorFlow at module level: `planet_tfa` imports this
+module before TensorFlow is loaded.
+"""
+import os
+import sys
+
+ONEDNN_ENV = 'TF_ENABLE_ONEDNN_OPTS'
+# /proc/cpuinfo flag names of the features the figures depend on.
+FLAGS_OF_INTEREST = ('avx2', 'avx512f', 'avx512_bf16', 'amx_bf16', 'amx_tile')
+
+
+def prefer_onednn(environ=None):
+  """Sets TF_ENABLE_ONEDNN_OPTS=1 unless the user chose; returns whether it was set here."""
+  environ = os.environ if environ is None else environ
+  if ONEDNN_ENV in environ:
+    return False
+  environ[ONEDNN_ENV] = '1'
+  return True
+
+
+def cpu_info(cpuinfo_path='/proc/cpuinfo'):
+  """{'cpu': model name, 'flags': the FLAGS_OF_INTEREST present} (unknown off Linux)."""
+  model, flags = 'unknown', set()
+  try:
+    with open(cpuinfo_path) as f:
+      for line in f:
+        key, _, value = line.partition(':')
+        key = key.strip()
+        if key == 'model name' and model == 'unknown':
+          model = value.strip()
+        elif key == 'flags' and not flags:
+          flags = set(value.split())
+        if model != 'unknown' and flags:
+          break
+  except OSError:
+    pass
+  return {'cpu': model, 'flags': [f for f in FLAGS_OF_INTEREST if f in flags]}
+
+
+def has_bf16_units(info=None):
+  """bf16 arithmetic in hardware: AVX512_BF16 or AMX on the CPU."""
+  flags = (info or cpu_info())['flags']
+  return 'avx512_bf16' in flags or 'amx_bf16' in flags
+
+
+def onednn_enabled():
+  """Whether this process's TensorFlow runs its oneDNN (MKL) CPU kernels."""
+  # pylint: disable=g-import-not-at-top
+  from tensorflow.python.util import _pywrap_util_port
+  return bool(_pywrap_util_port.IsMklEnabled())
+
+
+def gpu_available():
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  return bool(tf.config.list_physical_devices('GPU'))
+
+
+def image_precision(requested, info=None, gpu=None):
+  """'auto' -> 'mixed_bfloat16' on a GPU or a CPU with bf16 units, else 'float32'."""
+  if requested != 'auto':
+    return requested
+  gpu = gpu_available() if gpu is None else gpu
+  return 'mixed_bfloat16' if gpu or has_bf16_units(info) else 'float32'
+
+
+def describe():
+  """One JSON-able record of the CPU path: model, flags, oneDNN, allocator."""
+  info = cpu_info()
+  preload = os.environ.get('LD_PRELOAD', '')
+  return {
+      'cpu': info['cpu'],
+      'cpu_flags': info['flags'],
+      'onednn': onednn_enabled() if 'tensorflow' in sys.modules else None,
+      'onednn_env': os.environ.get(ONEDNN_ENV),
+      'allocator': 'tcmalloc' if 'tcmalloc' in preload else 'glibc',
+  }
+
+
+def summary_line():
+  """What the run's log says about the path it took."""
+  d = describe()
+  flags = ','.join(d['cpu_flags']) or 'none of ' + ','.join(FLAGS_OF_INTEREST)
+  onednn = {True: 'on', False: 'off', None: 'unknown'}[d['onednn']]
+  return (f"CPU path: {d['cpu']} [{flags}]; TensorFlow oneDNN {onednn} "
+          f"({ONEDNN_ENV}={d['onednn_env']}); allocator {d['allocator']}")
