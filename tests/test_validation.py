@@ -177,3 +177,44 @@ def test_an_old_carla_run_config_loads_under_the_settings_groups():
   assert [line for line in lines if 'CarlaEnv.' in line] == [
       'CarlaEnv.seed = 3', 'collect/CarlaEnv.instance = 1']
   gin.parse_config(upgraded)  # an unknown parameter would raise here
+
+
+# One bad value per train_eval rule: each must be refused before anything
+# starts, naming the binding and the value (exit code 2 in the programs).
+_BAD_VALUES = {
+    'num_iterations': -1, 'initial_collect_episodes': 1.5, 'collect_episodes_per_iteration': -2,
+    'batch_size': 0, 'eval_interval': 'often', 'eval_episodes': -1, 'checkpoint_interval': 0.5,
+    'summary_interval': -1, 'image_summary_interval': None, 'policy_export_interval': -3,
+    'sample_timeout_s': 0, 'sac_batch_size': 0, 'train_steps_per_iteration': -1,
+    'train_steps_per_env_step': -0.1, 'time_budget_s': 0, 'env_step_budget': 0,
+    'freeze_world_model': 1, 'world_model_only': 'yes',
+    'remote_collect_episodes_per_iteration': -1, 'server_deadline_s': -5,
+    'remote_wait_for_data_s': 0, 'progress_interval_s': -1,
+    'sac_updates_per_train_step': 0, 'model_pretrain_steps': -10,
+    'initial_collect_env_steps': 0, 'eval_stochastic': 'no',
+}
+
+
+def test_every_train_eval_rule_has_a_bad_value_here():
+  assert set(_BAD_VALUES) == set(validation._TRAIN_EVAL_RULES)  # pylint: disable=protected-access
+
+
+@pytest.mark.parametrize('name', sorted(_BAD_VALUES))
+def test_each_train_eval_rule_names_the_binding_and_value(tmp_path, name):
+  value = _BAD_VALUES[name]
+  extra = {}
+  if name == 'train_steps_per_iteration':
+    extra['train_steps_per_env_step'] = None  # only one form of the data ratio
+  message = start_with(tmp_path, **{name: value}, **extra)
+  assert message.startswith(f'train_eval.{name}={value!r}'), message
+
+
+@pytest.mark.parametrize('binding, value, expected', [
+    ('LatentSacAgent.acting_window', 1, 'whole number >= 2'),
+    ('LatentSacAgent.acting_window', 12, 'acting_window <= 8'),
+    ('LatentSacAgent.initial_alpha', 0.0, 'a number > 0'),
+])
+def test_recipe_agent_settings_are_checked_at_start(tmp_path, binding, value, expected):
+  gin.bind_parameter(binding, value)
+  message = start_with(tmp_path, {'sequence_length': 9})
+  assert f'{binding}={value!r}' in message and expected in message, message
