@@ -216,10 +216,14 @@ class _UpdateCounters:
   def __init__(self):
     self.pretrain_steps = tf.Variable(0, dtype=tf.int64, name='model_pretrain_steps')
     self.extra_sac_updates = tf.Variable(0, dtype=tf.int64, name='extra_sac_updates')
+    # The data ratio's credit (`schedule.TrainSchedule.credit`): fractions of a
+    # step and the steps a stop cut short, owed after a resume.
+    self.train_credit = tf.Variable(0.0, dtype=tf.float64, name='train_credit')
 
   def checkpoint_objects(self):
     return {'model_pretrain_steps': self.pretrain_steps,
-            'extra_sac_updates': self.extra_sac_updates}
+            'extra_sac_updates': self.extra_sac_updates,
+            'train_credit': self.train_credit}
 
 
 def _train(root_dir, experiment, s, train_env, eval_env, collects, remote):
@@ -313,6 +317,7 @@ def _loop(run, s, experiment, progress, hooks, stop, ended):
   """Collect, train the steps the data earned, then the hooks; until an end or a signal."""
   train_schedule = schedule.TrainSchedule(s['train_steps_per_iteration'],
                                           s['train_steps_per_env_step'], run.action_repeat)
+  train_schedule.credit = float(run.updates.train_credit.numpy())
   sampler = experiment_lib.make_sampler(experiment, run.agent, run.replay.address,
                                         s['batch_size'], s['sample_timeout_s'])
   sac_sampler = (experiment_lib.make_sampler(experiment, run.agent, run.replay.address,
@@ -334,16 +339,20 @@ def _loop(run, s, experiment, progress, hooks, stop, ended):
     num_train_steps = train_schedule.train_steps(run.counters()['env_steps'] - steps_before)
     within = summaries.StepProgress(f'iter {state.iteration + 1}: train steps',
                                     num_train_steps, s['progress_interval_s'])
-    for done in range(num_train_steps):
+    done = 0
+    while done < num_train_steps:
       state.experience = next(sampler)
       extra = {} if sac_sampler is None else {'sac_experience': next(sac_sampler)}
       state.loss_info = train_fn(state.experience, **extra)
       for _ in range(extra_sac_updates):
         sac_only_fn(next(extra_sac_sampler))
       run.updates.extra_sac_updates.assign_add(extra_sac_updates)
-      within.update(done + 1)
+      done += 1
+      within.update(done)
       if stop.signal is not None:
         break
+    train_schedule.owe(num_train_steps - done)  # a stop's unfinished steps
+    run.updates.train_credit.assign(train_schedule.credit)
     run.iteration.assign_add(1)
     run.replay.publish()
     state.iteration = int(run.iteration.numpy())

@@ -47,10 +47,26 @@ class TrainSchedule:
     self.action_repeat = action_repeat
     self._credit = 0.0
 
+  @property
+  def credit(self):
+    """Train steps earned but not yet taken (fractions and steps a stop cut
+    short); the learner checkpoints it so a resumed run owes them still."""
+    return self._credit
+
+  @credit.setter
+  def credit(self, value):
+    self._credit = float(value)
+
+  def owe(self, train_steps):
+    """Steps of an iteration that a stop cut short: due at the next one."""
+    self._credit += max(0, int(train_steps))
+
   def train_steps(self, agent_steps_collected):
     """Train steps to do now, after `agent_steps_collected` new agent steps."""
     if self.per_iteration is not None:
-      return int(self.per_iteration)
+      owed = math.floor(self._credit + _TOLERANCE)  # steps a stop cut short
+      self._credit -= owed
+      return int(self.per_iteration) + owed
     self._credit += self.per_env_step * agent_steps_collected * self.action_repeat
     due = max(0, math.floor(self._credit + _TOLERANCE))
     self._credit -= due

@@ -1,4 +1,8 @@
 """The data ratio: train steps per environment step, on real train_eval runs."""
+import math
+import os
+import signal
+
 import pytest
 
 from planet_tfa import experiment as experiment_lib
@@ -90,3 +94,46 @@ def test_env_step_budget_stops_the_run_in_physics_steps(tiny_gin, tmp_path):
 def test_env_step_budget_must_be_a_positive_whole_number(tiny_gin, tmp_path):
   with pytest.raises(validation.SettingError, match=r"train_eval.env_step_budget='1e5'"):
     learner.train_eval(str(tmp_path / 'run'), experiment=counting_experiment(), env_step_budget='1e5')
+
+
+def test_steps_a_stop_cut_short_and_the_fractions_stay_owed():
+  plan = schedule.TrainSchedule(train_steps_per_env_step=0.3, action_repeat=2)
+  assert plan.train_steps(12) == 7          # 7.2 earned
+  plan.owe(6)                                # a stop after 1 of the 7
+  resumed = schedule.TrainSchedule(train_steps_per_env_step=0.3, action_repeat=2)
+  resumed.credit = plan.credit               # what the checkpoint carries
+  assert resumed.train_steps(3) == 8         # 6.2 + 1.8
+  fixed = schedule.TrainSchedule(train_steps_per_iteration=3)
+  fixed.owe(2)
+  assert [fixed.train_steps(0), fixed.train_steps(0)] == [5, 3]
+
+
+class StoppingCountingEnv(RepeatedCountingEnv):
+  """Sends the process SIGTERM once, after its 10th step (inside the first policy episode)."""
+  sent = []
+
+  def _step(self, action):
+    step = super()._step(action)
+    self.steps = getattr(self, 'steps', 0) + 1
+    if self.steps == 10 and not self.sent:
+      self.sent.append(True)
+      os.kill(os.getpid(), signal.SIGTERM)
+    return step
+
+
+@pytest.mark.slow  # two train_eval runs
+def test_a_stopped_and_resumed_run_trains_what_its_data_earned(tiny_gin, tmp_path):
+  root = str(tmp_path / 'run')
+  experiment = experiment_lib.Experiment(
+      env_loader=lambda seed=None: StoppingCountingEnv(episode_lengths=(5, 12, 3, 20)))
+  args = dict(experiment=experiment, initial_collect_episodes=1,
+              collect_episodes_per_iteration=1, train_steps_per_iteration=None,
+              train_steps_per_env_step=0.3, eval_interval=0, eval_episodes=0,
+              image_summary_interval=0, policy_export_interval=0)
+  stopped = learner.train_eval(root, num_iterations=3, **args)
+  assert stopped['stopped_by'] == 'SIGTERM' and stopped['train_steps'] == 1
+  resumed = learner.train_eval(root, num_iterations=3, **args)
+  policy_physics_steps = 2 * (resumed['env_steps'] - 5)  # less the 5-step warm-up
+  # Every step the data earned, as an uninterrupted run makes them (floor(0.3 * 70) = 21
+  # there); before the fix the 6 steps the stop cut short and the credit were lost.
+  assert resumed['train_steps'] == math.floor(0.3 * policy_physics_steps + 1e-9)
