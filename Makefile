@@ -5,7 +5,9 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 ROOT ?= runs/cartpole_swingup
-GIN ?= dmc_cartpole_swingup.gin
+# Empty: train_eval picks the default task's configuration for this machine
+# (a GPU: full size; a CPU: cartpole_fast.gin to 100k environment steps) and says so.
+GIN ?=
 ARGS ?=
 PYTEST_ARGS ?=
 
@@ -27,7 +29,7 @@ RUN_ENV := $(if $(TCMALLOC),LD_PRELOAD=$(TCMALLOC) TCMALLOC_LARGE_ALLOC_REPORT_T
 
 # The main job: latent SAC on DeepMind Control cartpole swing-up from pixels.
 train: $(STAMP)
-	$(RUN_ENV) $(PY) train_eval.py --root_dir=$(ROOT) --gin_file=$(GIN) $(ARGS)
+	$(RUN_ENV) $(PY) train_eval.py --root_dir=$(ROOT) $(if $(GIN),--gin_file=$(GIN)) $(ARGS)
 
 test: $(STAMP)
 	$(PY) -m pytest tests $(PYTEST_ARGS)

@@ -174,8 +174,10 @@ class CallbackHook(IntervalHook):
 class ProgressHook(IntervalHook):
   """One console line per iteration: counters, rates, losses, returns, elapsed, ETA."""
 
-  def __init__(self, progress, train_metrics, replay_size=None, interval=1, printer=print):
+  def __init__(self, progress, train_metrics, replay_size=None, interval=1, printer=print,
+               random_return=None):
     super().__init__(interval)
+    self._random_return = random_return  # shown next to the eval return, to beat
     self._progress = progress
     self._metrics = train_metrics
     self._replay_size = replay_size
@@ -197,5 +199,7 @@ class ProgressHook(IntervalHook):
         'return': float(np.asarray(self._metrics['return'].result())),
         'eval return': state.eval_return,
     }
+    if state.eval_return is not None and self._random_return is not None:
+      fields['vs random policy'] = self._random_return
     self._print(self._progress.line(state.iteration, fields, env_steps=state.env_steps),
                 flush=True)

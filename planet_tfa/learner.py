@@ -29,6 +29,7 @@ from planet_tfa import schedule
 from planet_tfa import stop_signals
 from planet_tfa import summaries
 from planet_tfa import validation
+from planet_tfa.environments import suites
 from planet_tfa import videos
 
 
@@ -256,7 +257,8 @@ def _train(root_dir, experiment, s, train_env, eval_env, collects, remote):
       hooks_lib.CallbackHook(s['checkpoint_interval'], run.save_all),
       hooks_lib.CallbackHook(s['policy_export_interval'], run.export),
       hooks_lib.ProgressHook(progress, run.collection.train_metrics,
-                             replay_size=run.replay.table_size if run.replay.is_remote else None),
+                             replay_size=run.replay.table_size if run.replay.is_remote else None,
+                             random_return=suites.random_policy_return(experiment.env_loader)),
   ]
   ends = {
       'num_iterations': lambda: int(run.iteration.numpy()) >= s['num_iterations'],

@@ -194,6 +194,30 @@ def load_environment(loader=load_dmc_pixels, seed=None, instance=None):
   return call_loader(loader, seed, instance)
 
 
+# Mean return of uniform random actions (10 episodes each, bench.dmc_table's
+# random scores in docs/dmc_table.csv): what an evaluation must beat to show learning.
+RANDOM_POLICY_RETURNS = {'cartpole-swingup': 116.7, 'cheetah-run': 10.4, 'walker-walk': 40.8}
+
+
+def random_policy_return(env_loader):
+  """The random policy's return on the configured DMC task, if measured; else None."""
+  if env_loader is not load_environment:
+    return None
+  loader = _bound('load_environment', 'loader', load_dmc_pixels)
+  # A gin binding is a reference (@load_dmc_pixels), a default the function.
+  name = getattr(loader, 'selector', None) or getattr(loader, '__name__', None)
+  if name is None or name.rsplit('.', 1)[-1] != 'load_dmc_pixels':
+    return None
+  return RANDOM_POLICY_RETURNS.get(_bound('load_dmc_pixels', 'domain_task', 'cartpole-swingup'))
+
+
+def _bound(configurable, parameter, default):
+  try:
+    return gin.query_parameter(f'{configurable}.{parameter}')
+  except ValueError:
+    return default
+
+
 def call_loader(loader, seed, instance=None):
   """loader(seed=seed), plus instance=... when given and the loader takes one."""
   if instance is not None and 'instance' in inspect.signature(loader).parameters:

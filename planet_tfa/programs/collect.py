@@ -51,7 +51,7 @@ def main(argv):
   root_dir = os.path.abspath(os.path.expanduser(FLAGS.root_dir))
 
   def collect():
-    gin_files.parse(FLAGS.gin_file or [gin_files.DEFAULT_GIN_FILE], FLAGS.gin_param)
+    gin_files.parse_program_config(FLAGS.gin_file, FLAGS.gin_param)
     validation.check_root_dir(root_dir)
     cli.attach_log(root_dir, f'collector_{collector_id}')
     experiment = experiment_lib.Experiment()

@@ -53,7 +53,7 @@ def main(argv):
   root_dir = os.path.abspath(os.path.expanduser(FLAGS.root_dir))
 
   def serve():
-    gin_files.parse(FLAGS.gin_file or [gin_files.DEFAULT_GIN_FILE], FLAGS.gin_param)
+    gin_files.parse_program_config(FLAGS.gin_file, FLAGS.gin_param)
     validation.check_root_dir(root_dir)
     os.makedirs(root_dir, exist_ok=True)
     cli.attach_log(root_dir, 'serve')

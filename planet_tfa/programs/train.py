@@ -44,7 +44,7 @@ def main(argv):
   root_dir = FLAGS.root_dir
 
   def train():
-    gin_files.parse(FLAGS.gin_file or [gin_files.DEFAULT_GIN_FILE], FLAGS.gin_param)
+    gin_files.parse_program_config(FLAGS.gin_file, FLAGS.gin_param)
     learner.train_eval(root_dir, replay_server=FLAGS.replay_server,
                        on_start=lambda root: cli.attach_log(root, 'train'))
 
