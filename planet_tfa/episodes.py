@@ -90,11 +90,14 @@ class Collection:
     eval_observers: extra observers of evaluation steps (e.g. a video recorder).
     eval_stochastic_policy: the stochastic policy evaluated next to the
       greedy one (SLAC's published curves are of it); None: greedy only.
+    expert_policy: a controller whose episodes may fill the replay like any
+      other (warm-up by expert, demonstrations per iteration); None: none.
   """
 
   def __init__(self, train_env, eval_env, collect_policy, eval_policy,
                replay_observer, metrics_buffer=10, use_tf_function=True,
-               random_collect=False, eval_observers=(), eval_stochastic_policy=None):
+               random_collect=False, eval_observers=(), eval_stochastic_policy=None,
+               expert_policy=None):
     self.train_metrics = make_metrics('Train', metrics_buffer)
     self.eval_metrics = make_metrics('Eval', metrics_buffer)
     # Not in checkpoint_objects: reset at every evaluation, and runs that
@@ -112,6 +115,9 @@ class Collection:
     acting = {'warmup': (random_policy, train_observers),
               'collect': (random_policy if random_collect else collect_policy,
                           train_observers)}
+    if expert_policy is not None:
+      acting['expert'] = (expert_policy, train_observers)
+    self.has_expert = expert_policy is not None
     eval_roles['eval'] = (eval_policy, eval_observers)
     self._shares_env = eval_env is train_env
     if self._shares_env:
@@ -124,8 +130,13 @@ class Collection:
       self.eval_driver = EpisodeDriver(eval_env, eval_roles, use_tf_function)
     self.has_stochastic_eval = eval_stochastic_policy is not None
 
-  def warmup(self, num_episodes):
-    self.train_driver.run(num_episodes, 'warmup')
+  def warmup(self, num_episodes, by_expert=False):
+    """Warm-up episodes of the random policy, or of the expert (`by_expert`)."""
+    self.train_driver.run(num_episodes, 'expert' if by_expert else 'warmup')
+
+  def demonstrate(self, num_episodes):
+    """Expert episodes into the replay (marked no differently from the agent's)."""
+    self.train_driver.run(num_episodes, 'expert')
 
   def collect(self, num_episodes):
     self.train_driver.run(num_episodes, 'collect')

@@ -29,6 +29,7 @@ from planet_tfa import schedule
 from planet_tfa import stop_signals
 from planet_tfa import summaries
 from planet_tfa import validation
+from planet_tfa.agents import expert_policy
 from planet_tfa.environments import suites
 from planet_tfa import videos
 
@@ -38,6 +39,8 @@ def train_eval(root_dir,
                num_iterations=1000,
                initial_collect_episodes=5,
                initial_collect_env_steps=None,
+               warmup_policy='random',
+               expert_episodes_per_iteration=0,
                model_pretrain_steps=0,
                collect_episodes_per_iteration=1,
                train_steps_per_iteration=None,
@@ -79,6 +82,13 @@ def train_eval(root_dir,
     initial_collect_env_steps: the warm-up size in environment (physics)
       steps instead (whole episodes until at least this many; SLAC: 10000);
       None: `initial_collect_episodes` decides.
+    warmup_policy: who drives the warm-up: 'random' (uniform actions) or
+      'expert' (`expert_policy.ExpertDrivingPolicy`, a route-following
+      controller on the driving tasks' `state`, with action noise): random
+      actions cannot drive a car.
+    expert_episodes_per_iteration: expert episodes added to the replay every
+      iteration next to the agent's own (demonstrations; they earn train
+      steps like any collected data). 0: none.
     model_pretrain_steps: world-model updates on the warm-up data before SAC's
       first update (SLAC pre-trains its model); counted in the summary and
       resumed where a stop left them. Done only by a run that has not trained.
@@ -338,6 +348,8 @@ def _loop(run, s, experiment, progress, hooks, stop, ended):
   while not ended() and stop.signal is None:
     steps_before = run.counters()['env_steps']
     run.collection.collect(s['collect_episodes_per_iteration'])
+    if run.collection.has_expert:
+      run.collection.demonstrate(s['expert_episodes_per_iteration'])
     num_train_steps = train_schedule.train_steps(run.counters()['env_steps'] - steps_before)
     within = summaries.StepProgress(f'iter {state.iteration + 1}: train steps',
                                     num_train_steps, s['progress_interval_s'])
@@ -383,7 +395,11 @@ def _setup(root_dir, experiment, s, train_env, eval_env, remote, collects):
       train_env, eval_env, agent.collect_policy, agent.policy,
       experiment_lib.make_episode_observer(experiment, replay.client, train_env.batch_size),
       random_collect=s['world_model_only'], eval_observers=[eval_video.observer],
-      eval_stochastic_policy=agent.collect_policy if s['eval_stochastic'] else None)
+      eval_stochastic_policy=agent.collect_policy if s['eval_stochastic'] else None,
+      expert_policy=(expert_policy.ExpertDrivingPolicy(train_env.time_step_spec(),
+                                                       train_env.action_spec())
+                     if collects and (s['warmup_policy'] == 'expert'
+                                      or s['expert_episodes_per_iteration']) else None))
 
   iteration = tf.Variable(0, dtype=tf.int64, name='iteration')
   best_eval_return = tf.Variable(-np.inf, dtype=tf.float64, name='best_eval_return')
@@ -468,18 +484,21 @@ def _fill_replay(run, s, collects):
   stored_windows = run.replay.table_size()
   env_step_target = s['initial_collect_env_steps']
   if stored_windows == 0 and env_step_target:
-    print(f'Warm-up: random episodes up to {env_step_target} environment steps ...',
+    print(f'Warm-up: {s["warmup_policy"]} episodes up to {env_step_target} environment '
+          'steps ...',
           flush=True)
     start = time.time()
     while run.counters()['env_steps'] * run.action_repeat < env_step_target:
-      run.collection.warmup(1)
+      run.collection.warmup(1, by_expert=s['warmup_policy'] == 'expert')
     print(f'Warm-up done: {run.counters()["env_steps"] * run.action_repeat} environment '
           f'steps ({run.counters()["env_steps"]} agent steps) in {time.time() - start:.1f}s',
           flush=True)
   elif stored_windows == 0 and s['initial_collect_episodes'] > 0:
-    print(f'Warm-up: {s["initial_collect_episodes"]} random episodes ...', flush=True)
+    print(f'Warm-up: {s["initial_collect_episodes"]} {s["warmup_policy"]} episodes ...',
+          flush=True)
     start = time.time()
-    run.collection.warmup(s['initial_collect_episodes'])
+    run.collection.warmup(s['initial_collect_episodes'],
+                          by_expert=s['warmup_policy'] == 'expert')
     print(f'Warm-up done: {run.counters()["env_steps"]} env steps in '
           f'{time.time() - start:.1f}s', flush=True)
   elif stored_windows:
