@@ -8,6 +8,7 @@ window). A role never learns another role's settings from its function
 signature; it reads the `Experiment`.
 """
 import dataclasses
+from multiprocessing import pool as pool_lib
 import os
 from typing import Any, Callable
 
@@ -18,6 +19,7 @@ from tf_agents.environments import tf_py_environment
 from tf_agents.specs import tensor_spec
 from tf_agents.trajectories import time_step as ts
 
+from planet_tfa import errors
 from planet_tfa import layout
 from planet_tfa.agents import latent_sac_agent
 from planet_tfa.environments import suites
@@ -55,8 +57,16 @@ def make_env(experiment, seed=None, instance=None):
   it, e.g. CarlaEnv, which then talks to its own simulator port.
   """
   seed = experiment.seed if seed is None else seed
-  return tf_py_environment.TFPyEnvironment(
-      lambda: suites.call_loader(experiment.env_loader, seed, instance), isolation=True)
+  # Our own pool: TFPyEnvironment leaves the one it makes open when the loader
+  # raises, and its threads then print a traceback at exit.
+  thread = pool_lib.ThreadPool(1)
+  try:
+    return tf_py_environment.TFPyEnvironment(
+        lambda: suites.call_loader(experiment.env_loader, seed, instance), isolation=thread)
+  except BaseException:
+    thread.close()
+    thread.join()
+    raise
 
 
 def close_env(tf_env):
@@ -82,12 +92,16 @@ def save_specs(root_dir, time_step_spec, action_spec):
   os.replace(staging, os.path.join(root_dir, layout.SPECS_FILE))
 
 
+class NotARunRootError(errors.UserError, FileNotFoundError):
+  """A directory given as a run root lacks what train_eval.py writes at start."""
+
+
 def load_specs(root_dir):
   """(time_step_spec, action_spec) from ROOT/specs.pbtxt."""
   specs_path = os.path.join(root_dir, layout.SPECS_FILE)
   if not os.path.exists(specs_path):
-    raise FileNotFoundError(f'{specs_path} not found: {root_dir} is not a planet_tfa run '
-                            'root (train_eval.py writes it at start).')
+    raise NotARunRootError(f'{specs_path} not found: {root_dir} is not a planet_tfa run '
+                           'root (train_eval.py writes it at start).')
   time_step_spec, action_spec = tensor_spec.from_pbtxt_file(specs_path)
   # The file stores a generic namedtuple; TF-Agents wants its own TimeStep.
   return ts.TimeStep(*time_step_spec), action_spec

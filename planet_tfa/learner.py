@@ -173,16 +173,22 @@ def train_eval(root_dir,
       initial_collect_episodes = 0  # the collectors act randomly until the first publish
   collects = remote is None or collect_episodes_per_iteration > 0
 
-  train_env = experiment_lib.make_env(experiment) if collects else None
-  eval_env = None
-  if eval_episodes > 0:
-    eval_env = (train_env if eval_on_train_env and train_env is not None
-                else experiment_lib.make_env(experiment, seed=experiment.seed + 1))
-  opened_envs = list({id(e): e for e in (train_env, eval_env) if e is not None}.values())
-  if train_env is None:  # remote collectors gather the data: the specs suffice
-    train_env = experiment_lib.SpecsOnlyEnv(
-        *experiment_lib.env_specs(experiment, root_dir, tf_env=eval_env))
+  opened_envs = []
   try:
+    # Inside the try: an env that fails to build still closes the one built before it.
+    train_env = eval_env = None
+    if collects:
+      train_env = experiment_lib.make_env(experiment)
+      opened_envs.append(train_env)
+    if eval_episodes > 0:
+      if eval_on_train_env and train_env is not None:
+        eval_env = train_env
+      else:
+        eval_env = experiment_lib.make_env(experiment, seed=experiment.seed + 1)
+        opened_envs.append(eval_env)
+    if train_env is None:  # remote collectors gather the data: the specs suffice
+      train_env = experiment_lib.SpecsOnlyEnv(
+          *experiment_lib.env_specs(experiment, root_dir, tf_env=eval_env))
     settings.update(collect_episodes_per_iteration=collect_episodes_per_iteration,
                     initial_collect_episodes=initial_collect_episodes)
     result = _train(root_dir, experiment, settings, train_env=train_env, eval_env=eval_env,

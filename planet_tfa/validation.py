@@ -6,15 +6,18 @@ an environment, a model or the warm-up exist. Each problem raises
 value given and what is valid; `train_eval.py` prints it without a traceback
 and exits 2, as it does for a misspelled gin binding.
 """
+import errno
 import inspect
 import numbers
 import os
+import tempfile
 
 import gin
 
 from planet_tfa import errors
 from planet_tfa.agents import cem_policy
 from planet_tfa.agents import latent_sac_agent
+from planet_tfa.environments import highway
 from planet_tfa.environments import suites
 
 
@@ -110,6 +113,34 @@ def check_root_dir(root_dir):
     raise SettingError(
         f'--root_dir={str(root_dir)!r} {what}: a run root must be a directory (a new '
         'one, or a run to resume). Pick another --root_dir or move the file away.')
+  problem = _unwritable(probe)
+  if problem:
+    what = 'is not writable' if probe == path else f'cannot be made in {probe!r}'
+    raise SettingError(
+        f'--root_dir={str(root_dir)!r} {what} ({problem}). Pick a --root_dir in a '
+        'directory you can write to, e.g. under your home or runs/.')
+
+
+def _unwritable(directory):
+  """Why no directory can be made in `directory`; None if one can.
+
+  A trial, not os.access: root passes os.access everywhere, yet cannot write
+  to /proc or a read-only mount. The trial directory is removed at once.
+  """
+  try:
+    os.rmdir(tempfile.mkdtemp(prefix='.planet_tfa-probe-', dir=directory))
+  except OSError as error:
+    return error.strerror or errno.errorcode.get(error.errno, str(error))
+  return None
+
+
+def check_replay_server(address):
+  """--replay_server must be HOST:PORT: a typo must not wait for a server that cannot answer."""
+  host, _, port = str(address).rpartition(':')
+  if not (host and port.isdigit() and 1 <= int(port) <= 65535):
+    raise SettingError(
+        f'--replay_server={address!r}: must be HOST:PORT with a whole-number port '
+        "1-65535, e.g. localhost:8000 (the --port of 'python -m planet_tfa.programs.serve').")
 
 
 def _check_rules(configurable, rules, settings):
@@ -126,9 +157,11 @@ def _check_rules(configurable, rules, settings):
 
 
 def check_experiment(experiment):
-  """Raises `SettingError` for an unusable `Experiment` field (every role checks it)."""
+  """Raises `SettingError` for an unusable `Experiment` field or environment binding
+  (every role checks them)."""
   _check_rules('Experiment', _EXPERIMENT_RULES,
                {name: getattr(experiment, name) for name in _EXPERIMENT_RULES})
+  _check_env_bindings()
 
 
 def check_train_eval(settings, experiment):
@@ -138,6 +171,8 @@ def check_train_eval(settings, experiment):
   `experiment`: the run's `Experiment`.
   """
   check_root_dir(settings['root_dir'])
+  if settings.get('replay_server') is not None:
+    check_replay_server(settings['replay_server'])
   _check_rules('train_eval', _TRAIN_EVAL_RULES, settings)
   check_experiment(experiment)
 
@@ -188,7 +223,6 @@ def check_train_eval(settings, experiment):
         'the posterior mean or a posterior sample).')
 
   _check_acting_policies(latent_sac_agent)
-  _check_env_bindings()
 
 
 def _check_acting_policies(latent_sac_agent):
@@ -238,13 +272,44 @@ def _check_data_ratio(settings):
         'Set train_eval.train_steps_per_iteration (and train_steps_per_env_step=None).')
 
 
-def _check_env_bindings():
-  """Environment settings gin holds, checked without building the environment."""
+def _bound(binding):
+  """(True, value) when gin binds `binding` to a value, else (False, None).
+
+  A macro (%NAME) is looked up; a reference to a configurable (@fn) is left
+  to the loader, which gets its value only when called.
+  """
   try:
-    domain_task = gin.query_parameter('load_dmc_pixels.domain_task')
+    value = gin.query_parameter(binding)
   except ValueError:
-    return  # not bound: the loader's default, or not a DeepMind Control run
-  try:
-    suites.check_dmc_task(domain_task)
-  except ImportError:
-    pass  # no dm_control here: the loader says so when it is used
+    return False, None
+  if isinstance(value, gin.config.ConfigurableReference):
+    if not (value.evaluate and value.configurable.selector == 'gin.macro'):
+      return False, None
+    value = value.scoped_configurable_fn()  # the macro's value, nested macros resolved
+  return True, value
+
+
+def _check_env_bindings():
+  """Environment settings gin holds, checked without building the environment.
+
+  Unbound ones keep the loader's default, or belong to a task this run does not use.
+  """
+  bound, domain_task = _bound('load_dmc_pixels.domain_task')
+  if bound:
+    try:
+      suites.check_dmc_task(domain_task)
+    except ImportError:
+      pass  # no dm_control here: the loader says so when it is used
+  bound, action_repeat = _bound('load_dmc_pixels.action_repeat')
+  if bound and action_repeat is not None and not (_is_whole(action_repeat)
+                                                  and action_repeat >= 1):
+    raise SettingError(
+        f'load_dmc_pixels.action_repeat={_describe(action_repeat)}: must be a whole number '
+        ">= 1 or None (physics steps per agent step; None: the PlaNet paper's value for "
+        'the task).')
+  bound, scenario = _bound('load_highway.scenario')
+  if bound:
+    try:
+      highway.scenario_id(scenario)
+    except highway.HighwayEnvError as error:
+      raise SettingError(f'load_highway.scenario={scenario!r}: {error}') from None

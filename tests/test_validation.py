@@ -117,17 +117,139 @@ def run_train_eval(root_dir, *args):
     ('train_eval.batch_size=-4', ['train_eval.batch_size=-4', 'a whole number >= 1']),
     ("load_dmc_pixels.domain_task='no-such-task'", [
         "load_dmc_pixels.domain_task='no-such-task'", 'cartpole-swingup', 'walker-walk']),
+    # gin's tokenizer fails on an unclosed bracket with a TokenError, not a ValueError.
+    ('train_eval.batch_size=(', ["--gin_param='train_eval.batch_size=('",
+                                 'unclosed bracket or quote']),
+    # Else a ValueError from inside the environment, after the root exists.
+    ('load_dmc_pixels.action_repeat=0', ['load_dmc_pixels.action_repeat=0 (int)',
+                                         'a whole number >= 1 or None']),
 ])
 @pytest.mark.slow  # train_eval in another process
 def test_train_eval_rejects_a_bad_binding_before_starting(tmp_path, binding, expected):
   root = tmp_path / 'run'
   result = run_train_eval(root, *TINY, f'--gin_param={binding}')
+  assert_rejected_before_starting(result, root, expected)
+
+
+def assert_rejected_before_starting(result, root, expected):
+  """Exit 2, one named error without a traceback or gin's call context, nothing written."""
   assert result.returncode == 2, result.stdout[-2000:] + result.stderr[-2000:]
   assert 'Traceback' not in result.stderr, result.stderr[-3000:]
+  assert 'Exception ignored' not in result.stderr, result.stderr[-3000:]
+  assert 'In call to configurable' not in result.stderr, result.stderr[-3000:]
   for text in expected:
     assert text in result.stderr, result.stderr[-3000:]
   assert 'Warm-up' not in result.stdout
   assert not root.exists(), 'nothing may be written for a bad setting'
+
+
+@pytest.mark.slow  # train_eval in another process
+def test_train_eval_rejects_an_unknown_highway_scenario_before_building_it(tmp_path):
+  # The loader named it too, but only after the root existed, and the env's
+  # isolation thread then printed a traceback at exit.
+  root = tmp_path / 'run'
+  result = run_train_eval(root, '--gin_file=highway_sac.gin',
+                          "--gin_param=load_highway.scenario='nope'")
+  assert_rejected_before_starting(result, root, [
+      "load_highway.scenario='nope'", 'racetrack-oval', 'highway-fast'])
+
+
+@pytest.mark.slow  # train_eval in another process
+def test_train_eval_rejects_a_replay_server_without_a_port_at_once(tmp_path):
+  # Else it waits train_eval.server_deadline_s for a server that cannot answer.
+  root = tmp_path / 'run'
+  result = run_train_eval(root, *TINY, '--replay_server=localhost:notaport')
+  assert_rejected_before_starting(result, root, [
+      "--replay_server='localhost:notaport'", 'HOST:PORT', '1-65535'])
+
+
+@pytest.mark.skipif(not os.path.isdir('/proc/self'), reason='needs Linux /proc')
+@pytest.mark.slow  # train_eval in another process
+def test_train_eval_rejects_a_root_dir_that_cannot_be_made(tmp_path):
+  root = '/proc/planet_tfa-test-run'  # no one, root included, can make a directory there
+  result = run_train_eval(root, *TINY)
+  assert result.returncode == 2, result.stdout[-2000:] + result.stderr[-2000:]
+  assert 'Traceback' not in result.stderr, result.stderr[-3000:]
+  assert f"--root_dir={root!r} cannot be made in '/proc'" in result.stderr, result.stderr
+  assert not os.path.exists(root)
+  assert not tmp_path.joinpath('run').exists()
+
+
+@pytest.mark.parametrize('address', ['localhost:notaport', 'localhost', ':8000',
+                                     'localhost:0', 'localhost:65536', 'localhost:-1'])
+def test_a_replay_server_that_is_not_host_port_is_named(address):
+  with pytest.raises(validation.SettingError, match='HOST:PORT') as raised:
+    validation.check_replay_server(address)
+  assert f'--replay_server={address!r}' in str(raised.value)
+
+
+@pytest.mark.parametrize('address', ['localhost:8000', '10.0.0.5:1', '[::1]:65535'])
+def test_a_host_port_replay_server_passes(address):
+  validation.check_replay_server(address)
+
+
+def test_a_bad_replay_server_is_refused_before_the_root_exists(tmp_path):
+  message = start_with(tmp_path, replay_server='localhost:notaport')
+  assert "--replay_server='localhost:notaport'" in message
+
+
+@pytest.mark.skipif(not os.path.isdir('/proc/self'), reason='needs Linux /proc')
+def test_a_root_dir_under_proc_is_refused_naming_the_directory():
+  with pytest.raises(validation.SettingError, match="cannot be made in '/proc'"):
+    validation.check_root_dir('/proc/planet_tfa-test-run/deeper')
+
+
+@pytest.mark.skipif(os.name != 'posix' or os.geteuid() == 0,
+                    reason='root writes to read-only directories')
+def test_a_root_dir_in_a_read_only_directory_is_refused(tmp_path):
+  locked = tmp_path / 'locked'
+  locked.mkdir()
+  locked.chmod(0o500)
+  try:
+    with pytest.raises(validation.SettingError, match='cannot be made in'):
+      validation.check_root_dir(str(locked / 'run'))
+  finally:
+    locked.chmod(0o700)
+
+
+def test_checking_the_root_dir_leaves_its_parent_as_it_was(tmp_path):
+  validation.check_root_dir(str(tmp_path / 'run'))
+  validation.check_root_dir(str(tmp_path))  # an existing root: resumed
+  assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize('binding, value, expected', [
+    ('load_dmc_pixels.action_repeat', 0, 'load_dmc_pixels.action_repeat=0 (int)'),
+    ('load_dmc_pixels.action_repeat', 2.5, 'load_dmc_pixels.action_repeat=2.5 (float)'),
+    ('load_highway.scenario', 'nope', "load_highway.scenario='nope'"),
+])
+def test_env_bindings_are_checked_before_any_env(tmp_path, binding, value, expected):
+  gin.bind_parameter(binding, value)
+  message = start_with(tmp_path)
+  assert message.startswith(expected), message
+
+
+def test_env_bindings_are_checked_through_macros_and_references_left_to_the_loader(tmp_path):
+  gin.parse_config('REPEAT = 0\nREPEAT_OF_RUN = %REPEAT\n'
+                   'load_dmc_pixels.action_repeat = %REPEAT_OF_RUN')
+  assert start_with(tmp_path).startswith('load_dmc_pixels.action_repeat=0 (int)')
+  gin.clear_config()
+  gin.parse_config('load_highway.scenario = @load_dmc_pixels')  # not a value: not checked
+  validation.check_experiment(experiment_lib.Experiment())
+
+
+def test_a_loader_that_raises_leaves_no_env_thread_running():
+  # TFPyEnvironment's own isolation pool stayed open when the loader raised;
+  # its threads then printed "Exception ignored in Pool.__del__" at exit.
+  import threading  # pylint: disable=g-import-not-at-top
+
+  def broken_loader(seed=None):
+    raise validation.SettingError(f'no env for seed {seed}')
+
+  before = set(threading.enumerate())
+  with pytest.raises(validation.SettingError, match='no env for seed 0'):
+    experiment_lib.make_env(experiment_lib.Experiment(env_loader=broken_loader))
+  assert set(threading.enumerate()) <= before
 
 
 @pytest.mark.slow  # train_eval in another process

@@ -42,6 +42,9 @@ from planet_tfa.networks import rssm_network
 
 
 POLICY_KINDS = ('sac', 'cem')
+# The start of the world-model loss check's message: the programs report an
+# InvalidArgumentError carrying it without a traceback (a setting to lower).
+NON_FINITE_LOSS = 'world-model loss is NaN or inf'
 
 
 def check_sac_settings(initial_alpha, acting_window):
@@ -313,7 +316,7 @@ class LatentSacAgent(tf_agent.TFAgent):
     with tf.GradientTape() as tape:
       model_loss, terms, posterior = self._world_model.loss(experience)
     checked_loss = tf.debugging.check_numerics(
-        model_loss, 'world-model loss is NaN or inf (lower '
+        model_loss, f'{NON_FINITE_LOSS} (lower '
         'LatentSacAgent.model_learning_rate or model_gradient_clipping); '
         'the update was not applied')
     if self._train_world_model:

@@ -11,11 +11,14 @@ program's own lines (stdout) and its error messages.
 
 Errors: `run_program` prints a `ConfigError` (a setting; nothing started)
 and exits 2; any other `errors.UserError` (or a lost connection) prints its
-message and what was kept, and exits 1. Both without a traceback.
+message and what was kept, and exits 1. Both without a traceback, and
+without the "In call to configurable" lines gin appends (those go to the log).
+Any other error keeps its traceback: it is a bug to report, not a setting.
 """
 import atexit
 import logging
 import os
+import re
 import sys
 import tempfile
 
@@ -98,22 +101,39 @@ def run_program(main_fn, kept=None, user_errors=()):
   """Calls `main_fn()`; turns user errors into a message and an exit code.
 
   `kept`: what to tell the user survived an error (e.g. "checkpoints and
-  replay in ROOT were kept"). `user_errors`: more exception types whose
-  message suffices.
+  replay in ROOT were kept"). `user_errors`: (exception type, text) pairs: an
+  exception of that type whose message contains the text is the user's to
+  fix (e.g. the agent's own NaN check), so its message suffices. The same
+  type with any other message is a bug and keeps its traceback.
   """
   try:
     return main_fn()
   except errors.ConfigError as error:  # a setting, found before anything started
     exit_with(error, code=2)
-  except (errors.UserError, ConnectionError) + tuple(user_errors) as error:
+  except (errors.UserError, ConnectionError) as error:
+    exit_with(error, code=1, kept=kept, name=type(error).__name__)
+  except Exception as error:  # pylint: disable=broad-except
+    if not any(isinstance(error, kind) and text in str(error) for kind, text in user_errors):
+      raise
     exit_with(error, code=1, kept=kept, name=type(error).__name__)
   return None
 
 
+# gin appends one such line per configurable the exception passed through.
+_GIN_CONTEXT = re.compile(r"^\s*In call to configurable '[^']*' \(.*\)$")
+
+
+def console_message(error):
+  """`error`'s message without gin's "In call to configurable" lines, at most 40 lines."""
+  lines = [line for line in str(error).splitlines() if not _GIN_CONTEXT.match(line)]
+  return '\n'.join(lines[:40])
+
+
 def exit_with(error, code, kept=None, name=None):
   """Prints `error` (its first 40 lines) and where the full log is, then exits with `code`."""
-  message = '\n'.join(str(error).splitlines()[:40])
-  print(f'error: {name + ": " if name else ""}{message}', file=sys.stderr)
+  if log_path():  # the whole message, gin's context included, for a bug report
+    print(f'error: {name + ": " if name else ""}{error}', file=_capture['stream'], flush=True)
+  print(f'error: {name + ": " if name else ""}{console_message(error)}', file=sys.stderr)
   if kept:
     print(f'({kept})', file=sys.stderr)
   if log_path():

@@ -52,6 +52,7 @@ def main(argv):
 
   def collect():
     gin_files.parse_program_config(FLAGS.gin_file, FLAGS.gin_param)
+    validation.check_replay_server(FLAGS.replay_server)
     validation.check_root_dir(root_dir)
     cli.attach_log(root_dir, f'collector_{collector_id}')
     experiment = experiment_lib.Experiment()

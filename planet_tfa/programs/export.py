@@ -44,6 +44,10 @@ def load_agent_from_root(root_dir):
   root_dir = os.path.abspath(root_dir)
   config_path = os.path.join(root_dir, layout.OPERATIVE_CONFIG)
   time_step_spec, action_spec = experiment_lib.load_specs(root_dir)
+  if not os.path.exists(config_path):
+    raise experiment_lib.NotARunRootError(
+        f'{config_path} not found: the run in {root_dir} wrote no config yet (train_eval.py '
+        'writes it once set up), so there is no agent to export.')
   gin_files.parse_run_config(config_path)
   try:
     agent = experiment_lib.make_agent(time_step_spec, action_spec)
@@ -76,7 +80,9 @@ def main(argv):
     for name, path in paths.items():
       print(f'{name}: {path} (train step {step})')
 
-  cli.run_program(export, user_errors=(FileNotFoundError,))
+  # A root that is not a run is a NotARunRootError (a UserError); any other
+  # missing file is a bug and keeps its traceback.
+  cli.run_program(export)
 
 
 if __name__ == '__main__':

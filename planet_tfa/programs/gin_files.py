@@ -8,6 +8,7 @@ import logging
 import os
 import re
 import tempfile
+import tokenize
 
 import gin
 
@@ -92,7 +93,9 @@ def parse(gin_files, gin_params=()):
   logging.getLogger().addFilter(quiet)
   try:
     gin.parse_config_files_and_bindings(files, list(gin_params), finalize_config=False)
-  except (ValueError, KeyError, TypeError, SyntaxError, IOError) as error:
+  except tokenize.TokenError as error:  # gin's tokenizer reached the end inside ( [ { or '''
+    raise ConfigError(_unclosed_message(files, gin_params, error)) from None
+  except (ValueError, KeyError, TypeError, SyntaxError, IOError, ModuleNotFoundError) as error:
     # gin quotes the failing line, so an old name in the message is the cause.
     renamed = [f'`{old}` is now `{new}`: rename the binding.'
                for old, new in RENAMED_BINDINGS.items() if old in str(error)]
@@ -102,6 +105,20 @@ def parse(gin_files, gin_params=()):
            'Check the spelling of the configurable and parameter names.')) from error
   finally:
     logging.getLogger().removeFilter(quiet)
+
+
+def _unclosed_message(files, gin_params, error):
+  """Names the binding (else the files) a TokenError came from: it says only where it ended."""
+  reason = error.args[0] if error.args else str(error)
+  for binding in gin_params:
+    try:
+      list(tokenize.generate_tokens(iter([binding + '\n']).__next__))
+    except tokenize.TokenError:
+      return (f'bad gin binding --gin_param={binding!r}: {reason} (an unclosed bracket or '
+              'quote). Close it, and quote the whole binding for the shell, e.g. '
+              "--gin_param='train_eval.num_iterations=10'.")
+  return (f'bad gin configuration: {reason} (an unclosed bracket or quote) in one of the '
+          f'files {files}. Close it.')
 
 
 def upgrade_renamed(config_text):

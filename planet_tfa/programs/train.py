@@ -20,9 +20,14 @@ from absl import flags
 import tensorflow as tf
 
 from planet_tfa import learner
+from planet_tfa.agents import latent_sac_agent
 from planet_tfa.programs import gin_files
 
 FLAGS = flags.FLAGS
+# The agent's NaN check raises InvalidArgumentError before any update: a setting
+# to lower, so its message suffices. Any other one (e.g. a shape) is a bug and
+# keeps its traceback.
+USER_ERRORS = ((tf.errors.InvalidArgumentError, latent_sac_agent.NON_FINITE_LOSS),)
 
 
 def define_flags():
@@ -48,9 +53,8 @@ def main(argv):
     learner.train_eval(root_dir, replay_server=FLAGS.replay_server,
                        on_start=lambda root: cli.attach_log(root, 'train'))
 
-  # A non-finite loss raises InvalidArgumentError naming the tensor, before any update.
   cli.run_program(train, kept=f'checkpoints and replay in {root_dir} were kept',
-                  user_errors=(tf.errors.InvalidArgumentError,))
+                  user_errors=USER_ERRORS)
 
 
 if __name__ == '__main__':
