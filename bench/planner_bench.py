@@ -125,7 +125,6 @@ def main():
     planner_params = ['CemPlanningPolicy.horizon = 3', 'CemPlanningPolicy.num_candidates = 20',
                       'CemPlanningPolicy.top_k = 4', 'CemPlanningPolicy.iterations = 2']
   skip = set(filter(None, args.skip.split(',')))
-  import gin  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from tf_agents.utils import common as tfa_common  # pylint: disable=g-import-not-at-top
   from planet_tfa import saved_policies  # pylint: disable=g-import-not-at-top
@@ -188,15 +187,10 @@ def main():
               **_stats(times))
 
   if 'guided' not in skip:
-    with gin.unlock_config():
-      gin.bind_parameter('CemPlanningPolicy.actor_share', 0.1)
-      gin.bind_parameter('CemPlanningPolicy.terminal_value', 'critic')
-    guided = agent.make_policy('cem', True)
+    # The agent's planners have the settings gin held when it was built: override them.
+    guided = agent.make_policy('cem', True, actor_share=0.1, terminal_value='critic')
     planner_lines(guided, 'planner_guided_action_ms',
                   'CemPlanningPolicy(actor_share=0.1, terminal_value=critic)')
-    with gin.unlock_config():
-      gin.bind_parameter('CemPlanningPolicy.actor_share', 0.0)
-      gin.bind_parameter('CemPlanningPolicy.terminal_value', None)
 
   if 'savedmodel' not in skip:
     out_dir = common.tmpdir('planner_export')

@@ -234,7 +234,7 @@ def _check_acting_policies(latent_sac_agent):
       raise SettingError(f'LatentSacAgent.{binding}={kind!r}: choose one of '
                          f'{latent_sac_agent.POLICY_KINDS} (the latent actor or the CEM planner).')
   if 'cem' in kinds.values():
-    planner = {p: bound_value('CemPlanningPolicy', p, cem_policy.CemPlanningPolicy)
+    planner = {p: bound_value('CemPlanningPolicy', p, cem_policy.planner_settings)
                for p in ('horizon', 'num_candidates', 'top_k', 'iterations',
                          'exploration_noise_std', 'actor_share', 'terminal_value', 'discount')}
     # The agent always hands the planner its actor and critics.

@@ -3,8 +3,12 @@
 The search is checked on a world model whose RSSM weights are set so that the
 imagined state after an action remembers that action (deter_i = tanh(g a_i)),
 with a reward head r = -|a - target|^2 read from it: the optimum is known, and
-so is the return of every plan.
+so is the return of every plan. That model forgets the state it starts from;
+a second one (`flip_memory`) carries one more deter unit through every step,
+negated, and its reward's target follows that unit's sign, so the best plan
+depends on the belief the filter hands the planner.
 """
+import inspect
 import os
 import subprocess
 import sys
@@ -18,7 +22,11 @@ from tf_agents.specs import tensor_spec
 from tf_agents.trajectories import time_step as ts
 from tf_agents.utils import common
 
+from planet_tfa.programs import export
 from planet_tfa.programs import gin_files
+from planet_tfa import checkpoints
+from planet_tfa import experiment as experiment_lib
+from planet_tfa import layout
 from planet_tfa import saved_policies
 from planet_tfa.agents import cem_policy
 from planet_tfa.networks import rssm as rssm_lib
@@ -29,14 +37,16 @@ OBS_SPEC = {'pixels': tf.TensorSpec([64, 64, 3], tf.uint8, 'pixels')}
 ACTION_SPEC = tensor_spec.BoundedTensorSpec([2], tf.float32, -1.0, 1.0, 'action')
 GAIN = 0.5
 TARGET = np.array([0.6, -0.3], np.float32)
+# Another action box: its middle is 2, its half-width 2.
+BOX_SPEC = tensor_spec.BoundedTensorSpec([2], tf.float32, 0.0, 4.0, 'action')
 
 
 pytestmark = pytest.mark.usefixtures('clean_gin')
 
 
-def make_agent(seed=0, **kwargs):
+def make_agent(seed=0, action_spec=ACTION_SPEC, **kwargs):
   tf.keras.utils.set_random_seed(seed)
-  return tiny_model.agent(OBS_SPEC, ACTION_SPEC, **kwargs)
+  return tiny_model.agent(OBS_SPEC, action_spec, **kwargs)
 
 
 def planner(agent, reward_head=None, **kwargs):
@@ -46,7 +56,7 @@ def planner(agent, reward_head=None, **kwargs):
                                agent.sac._target_critic_network_2)}
   kwargs.setdefault('greedy', True)
   return cem_policy.CemPlanningPolicy(
-      agent.time_step_spec, ACTION_SPEC, agent.filter_network,
+      agent.time_step_spec, agent.action_spec, agent.filter_network,
       reward_head or agent.world_model.reward_decoder, actor_network=agent.actor_network,
       critics=critics, **kwargs)
 
@@ -73,6 +83,36 @@ def remember_last_action(rssm, gain=GAIN):
   cell.kernel.assign(gru_kernel)
   cell.recurrent_kernel.assign(np.zeros(cell.recurrent_kernel.shape, np.float32))
   cell.bias.assign(gru_bias)
+
+
+MEMORY = ACTION_SPEC.shape[0]  # the deter unit flip_memory carries
+
+
+def flip_memory(rssm, weight=-3.0):
+  """On top of remember_last_action: deter[MEMORY] <- tanh(weight / 2 * deter[MEMORY])
+  at every step (the reset gate is sigmoid(0) = 1/2), so the unit keeps its
+  size and flips its sign; the filter's prior step flips it too."""
+  # pylint: disable=protected-access
+  cell, deter = rssm._cell, rssm.deter_size
+  recurrent = np.zeros(cell.recurrent_kernel.shape, np.float32)
+  recurrent[MEMORY, 2 * deter + MEMORY] = weight
+  cell.recurrent_kernel.assign(recurrent)
+
+
+class MemoryReward(tf.Module):
+  """r = -|a - sign(m) target|^2: the action that led to the state, scored
+  against the target signed by the memory unit m there."""
+
+  def __init__(self, target, gain=GAIN):
+    super().__init__(name='memory_reward')
+    self._target = tf.constant(target, tf.float32)
+    self._gain = gain
+
+  def __call__(self, features):
+    size = self._target.shape[0]
+    action = tf.atanh(tf.clip_by_value(features[..., :size], -0.999, 0.999)) / self._gain
+    target = tf.tanh(10.0 * features[..., MEMORY:MEMORY + 1]) * self._target
+    return -tf.reduce_sum(tf.square(action - target), -1)
 
 
 class ActionReward(tf.Module):
@@ -126,6 +166,12 @@ def test_a_planner_that_cannot_work_fails_naming_the_binding(kwargs, message):
     planner(agent, **kwargs)
 
 
+def test_planner_settings_default_to_the_planners_own_defaults():
+  defaults = inspect.signature(cem_policy.CemPlanningPolicy.__init__).parameters
+  settings = cem_policy.planner_settings()
+  assert settings == {name: defaults[name].default for name in settings}
+
+
 def test_gin_bindings_reach_the_planner_and_bad_ones_fail_at_agent_construction():
   gin.bind_parameter('CemPlanningPolicy.num_candidates', 100)
   gin.bind_parameter('CemPlanningPolicy.top_k', 200)
@@ -143,6 +189,50 @@ def test_gin_bindings_reach_the_planner_and_bad_ones_fail_at_agent_construction(
   agent = make_agent(eval_with='cem', collect_with='cem', greedy_filter='sample')
   assert agent.policy.sample_posterior and agent.collect_policy.sample_posterior
   assert not make_agent(eval_with='cem').policy.sample_posterior
+
+
+PLANNER_SETTINGS = dict(horizon=3, num_candidates=20, top_k=4, iterations=2,
+                        exploration_noise_std=0.1, actor_share=0.2, terminal_value='critic')
+
+
+def write_run_root(root, gin_params):
+  """What train_eval leaves in a run root for export: specs, the operative
+  config and a checkpoint of the agent gin built; gin is cleared after."""
+  gin_files.parse(tiny_model.DMC_GIN_FILES, gin_params)
+  try:
+    time_step_spec = ts.time_step_spec(OBS_SPEC)
+    agent = experiment_lib.make_agent(time_step_spec, ACTION_SPEC)
+    experiment_lib.save_specs(root, time_step_spec, ACTION_SPEC)
+    with open(os.path.join(root, layout.OPERATIVE_CONFIG), 'w') as f:
+      f.write(gin.operative_config_str())
+  finally:
+    gin.clear_config()
+  checkpoints.RunCheckpoints(os.path.join(root, layout.CHECKPOINT_DIR), agent=agent).save(1)
+
+
+@pytest.mark.parametrize('acted_with', ['sac', 'cem'])
+def test_a_run_rebuilt_from_its_root_plans_with_its_own_settings(tmp_path, acted_with):
+  root = str(tmp_path / 'run')
+  write_run_root(root, [f'CemPlanningPolicy.{k} = {v!r}' for k, v in PLANNER_SETTINGS.items()]
+                 + [f"LatentSacAgent.{role} = '{acted_with}'"
+                    for role in ('collect_with', 'eval_with')])
+  # Whatever gin holds while the run is loaded and after: here another planner.
+  gin.bind_parameter('CemPlanningPolicy.horizon', 7)
+  gin.bind_parameter('CemPlanningPolicy.num_candidates', 50)
+  agent, _ = export.load_agent_from_root(root)
+  gin.bind_parameter('CemPlanningPolicy.horizon', 7)
+  gin.bind_parameter('CemPlanningPolicy.top_k', 5)
+  # What export --policy=cem builds, the greedy and collect planners of the run.
+  planners = [agent.export_policy(greedy=greedy, kind='cem') for greedy in (True, False)]
+  gin.clear_config()
+  planners.append(agent.make_policy('cem', False))
+  for policy in planners:
+    assert (policy.horizon, policy.num_candidates, policy.top_k, policy.iterations) == (
+        3, 20, 4, 2)
+    assert policy.exploration_noise_std == 0.1 and policy.terminal_value == 'critic'
+    assert policy.num_actor_candidates == 4  # 0.2 of 20
+  # Explicit arguments still override the run's settings.
+  assert agent.make_policy('cem', True, horizon=5).horizon == 5
 
 
 # ---- the search --------------------------------------------------------------
@@ -184,6 +274,74 @@ def test_an_optimum_outside_the_action_box_is_planned_at_its_edge():
   np.testing.assert_allclose(mean.numpy()[..., 1], -0.3, atol=0.05)
 
 
+def test_the_plan_starts_from_the_filtered_belief():
+  # Two rows mid-episode whose carried beliefs differ in the memory unit alone.
+  # The filter flips it (pre-filter +0.9 -> -0.87 in row 0), so does every
+  # imagined step: row 0's plan is (+, -, +) x TARGET, row 1's the opposite.
+  # From zeros the sign is 0 (best plan 0); from the pre-filter belief, or with
+  # the actions shifted a step against the states, each row gets the other's plan.
+  agent = make_agent()
+  remember_last_action(agent.world_model.rssm)
+  flip_memory(agent.world_model.rssm)
+  policy = planner(agent, MemoryReward(TARGET), horizon=3, num_candidates=200, top_k=20,
+                   iterations=6)
+  state = policy.get_initial_state(2)
+  deter = np.zeros(state['deter'].shape, np.float32)
+  deter[:, MEMORY] = [0.9, -0.9]
+  state = dict(state, deter=tf.constant(deter))
+  out = policy.action(time_steps([[1, 1]])[0], state)
+  filtered = out.state['deter'].numpy()[:, MEMORY]
+  np.testing.assert_allclose(filtered, np.tanh(-1.5 * deter[:, MEMORY]), atol=1e-5)
+  signs = np.array([[1.0], [-1.0]], np.float32)                   # [B, 1]
+  np.testing.assert_allclose(out.action.numpy(), signs * TARGET, atol=0.05)
+  mean, _ = policy.plan({'deter': out.state['deter'], 'stoch': out.state['stoch']},
+                        tf.constant([1, 2]))
+  expected = signs[:, :, None] * np.array([1, -1, 1], np.float32)[:, None] * TARGET
+  np.testing.assert_allclose(mean.numpy(), expected, atol=0.05)
+
+
+def test_cem_beats_random_shooting_with_the_same_candidate_budget():
+  agent = make_agent()
+  remember_last_action(agent.world_model.rssm)
+  # 500 sequences of 6 two-dimensional actions either way.
+  cem = planner(agent, ActionReward(TARGET), horizon=6, num_candidates=100, top_k=10,
+                iterations=5)
+  shooting = planner(agent, ActionReward(TARGET), horizon=6, num_candidates=500, top_k=1,
+                     iterations=1)  # one draw, the mean refit to the best sequence
+  start = belief(agent)
+  returns = {}
+  for name, policy in (('cem', cem), ('shooting', shooting)):
+    mean, _ = policy.plan(start, tf.constant([5, 6]))
+    returns[name] = cem.plan_returns(start, mean[:, None]).numpy()[:, 0]  # [B]; optimum 0
+  assert (returns['shooting'] < -1.0).all(), returns
+  assert (returns['cem'] > -0.15).all(), returns
+  assert (returns['cem'] > returns['shooting'] + 1.0).all(), returns
+
+
+def test_a_planner_on_another_action_box_searches_it_and_scales_its_noise():
+  agent = make_agent(action_spec=BOX_SPEC)
+  remember_last_action(agent.world_model.rssm)
+  # The first coordinate's optimum lies above the box, the second inside it.
+  target = np.array([4.5, 0.5], np.float32)
+  kwargs = dict(horizon=2, num_candidates=200, top_k=20, iterations=6)
+  greedy = planner(agent, ActionReward(target), **kwargs)
+  mean, std = greedy.plan(belief(agent), tf.constant([0, 1]))
+  assert mean.numpy().min() >= 0.0 and mean.numpy().max() <= 4.0
+  np.testing.assert_allclose(mean.numpy()[..., 0], 4.0, atol=0.03)
+  np.testing.assert_allclose(mean.numpy()[..., 1], 0.5, atol=0.05)
+  # Exploration noise in half-widths of the box: 0.3 -> std 0.6 here.
+  collect = planner(agent, ActionReward(np.array([2.0, 2.0], np.float32)), greedy=False,
+                    exploration_noise_std=0.3, **kwargs)
+  batch_size = 48
+  time_step = time_steps([[0] * batch_size], batch_size=batch_size)[0]
+  state = collect.get_initial_state(batch_size)
+  distribution = collect.distribution(time_step, state).action
+  np.testing.assert_allclose(distribution.stddev().numpy(), 0.6, rtol=1e-5)
+  actions = collect.action(time_step, state, seed=3).action.numpy()   # [B, 2] around 2
+  assert actions.min() >= 0.0 and actions.max() <= 4.0
+  assert 0.42 < actions.std() < 0.8, actions.std()  # unscaled: ~0.3
+
+
 def test_greedy_planner_is_deterministic_and_collect_planner_explores():
   agent = make_agent()
   remember_last_action(agent.world_model.rssm)
@@ -200,6 +358,34 @@ def test_greedy_planner_is_deterministic_and_collect_planner_explores():
   assert samples.std(0).min() > 0.1  # ~ the 0.3 exploration noise
   assert np.abs(samples).max() <= 1.0
   np.testing.assert_allclose(samples.mean(0), np.broadcast_to(TARGET, [2, 2]), atol=0.35)
+
+
+def test_the_collect_planner_is_reproducible_from_its_seed():
+  # Random weights: the posterior sample, the candidates, the imagined samples
+  # (reward and critics read stoch), the actor's candidates and the exploration
+  # noise all move the action.
+  agent = make_agent()
+  collect = planner(agent, greedy=False, horizon=3, num_candidates=20, top_k=4, iterations=2,
+                    actor_share=0.2, terminal_value='critic')
+  steps = time_steps([[0, 0], [1, 1]])
+
+  def episode(seed, action_fn=collect.action):
+    state, actions = collect.get_initial_state(2), []
+    for time_step in steps:
+      out = action_fn(time_step, state, seed=seed)
+      state = out.state
+      actions.append(out.action.numpy())
+    return np.stack(actions)
+
+  first = episode(7)
+  np.testing.assert_array_equal(episode(7), first)
+  assert np.abs(episode(8) - first).min() > 1e-4
+  np.testing.assert_array_equal(episode(tf.constant([7, 1])), episode(tf.constant([7, 1])))
+  # In a graph too, with the seed a tensor argument (what a driver passes).
+  graph_fn = common.function(collect.action)
+  seed = tf.constant([4, 2])
+  np.testing.assert_array_equal(episode(seed, graph_fn), episode(seed, graph_fn))
+  assert np.abs(episode(tf.constant([5, 2]), graph_fn) - episode(seed, graph_fn)).min() > 1e-4
 
 
 # ---- actor guidance and terminal value ----------------------------------------

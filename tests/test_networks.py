@@ -218,6 +218,28 @@ def test_imagine_equals_repeated_prior_steps(rng):
   assert np.abs(other['deter'].numpy() - imagined['deter'].numpy()).max() > 1e-4
 
 
+def test_seeded_samples_are_a_function_of_the_seed(rng):
+  """A stateless seed fixes observe's and imagine's samples; without one they
+  come from the global random state, as in training."""
+  encoder, rssm = _encoder(), _rssm()
+  embed = encoder(_observation(rng, [2, 3], keys=ENCODER_KEYS))
+  actions = tf.constant(rng.uniform(-1, 1, [2, 3, 2]).astype(np.float32))
+  firsts = tf.constant([[True, False, False]] * 2)
+
+  def samples(seed):
+    post, prior = rssm.observe(embed, actions, firsts, seed=seed)
+    start = {'deter': post['deter'][:, -1], 'stoch': post['stoch'][:, -1]}
+    imagined = rssm.imagine(actions, start, seed=seed)
+    return np.concatenate([post['stoch'].numpy(), prior['stoch'].numpy(),
+                           imagined['stoch'].numpy()], 1)
+
+  seed = tf.constant([3, 1])
+  first = samples(seed)
+  np.testing.assert_array_equal(samples(seed), first)
+  assert np.abs(samples(tf.constant([4, 1])) - first).min() > 1e-6
+  assert np.abs(samples(None) - samples(None)).min() > 1e-6
+
+
 # --- bad input --------------------------------------------------------------
 
 

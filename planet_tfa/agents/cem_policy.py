@@ -24,14 +24,25 @@ are the SAC actor rolled through the imagined latents (the first one with the
 actor's mode, the rest sampled), and `terminal_value` adds the critic's value
 of the last imagined state, so a short horizon still sees beyond itself.
 
-Randomness: the candidate noise comes from stateless ops on one seed per
-action. The greedy variant uses a fixed seed (`greedy_seed`) and the means of
-the posterior (unless `LatentSacAgent.greedy_filter = 'sample'`) and of the
-imagined priors, so it is a deterministic function of (observation, state),
-like the greedy actor policy, and exports as such. The
-collect variant draws a fresh seed per call (or uses `action(..., seed=)`),
-samples the posterior and the imagined priors, and adds
-`exploration_noise_std` to the executed action (PlaNet: 0.3).
+Randomness: every draw of an action (the posterior sample, the candidate
+noise, the imagined priors' samples, the exploration noise) comes from
+stateless ops on one seed per action. The greedy variant uses a fixed seed
+(`greedy_seed`) and the means of the posterior (unless
+`LatentSacAgent.greedy_filter = 'sample'`, whose posterior samples then use
+the global random state) and of the imagined priors, so it is a
+deterministic function of (observation, state), like the greedy actor
+policy, and exports as such. The collect variant draws a fresh seed per call,
+or uses `action(..., seed=)` (an integer or a [2] stateless seed: the same
+seed, inputs and weights give the same action), samples the posterior and
+the imagined priors, and adds Gaussian exploration noise of
+`exploration_noise_std` times the action box's half-width to the executed
+action (PlaNet: 0.3 on [-1, 1]).
+
+Settings: the gin bindings `CemPlanningPolicy.*` are read by
+`planner_settings`, not by the class. `LatentSacAgent` calls it once, at
+construction, and builds every planner from what it returned, so a planner
+rebuilt later (export, bench scripts) has the run's settings whatever gin
+holds by then, and every run's operative_config.gin records them.
 """
 import gin
 import tensorflow as tf
@@ -43,6 +54,23 @@ from planet_tfa.agents import latent_policy
 from planet_tfa.networks import rssm as rssm_lib
 
 TERMINAL_VALUES = (None, 'critic', 'target_critic')
+
+
+@gin.configurable('CemPlanningPolicy')
+def planner_settings(horizon=12, num_candidates=1000, top_k=100, iterations=10,
+                     exploration_noise_std=0.3, actor_share=0.0, terminal_value=None,
+                     discount=None, greedy_seed=0, name=None):
+  """The planner's settings as gin binds them (`CemPlanningPolicy.horizon`, ...):
+  keyword arguments of `CemPlanningPolicy`, whose defaults are the same.
+
+  Registered under the planner's name so the bindings keep their names (and
+  older runs' operative configs still parse), while the agent reads them once
+  (see the module doc).
+  """
+  return dict(horizon=horizon, num_candidates=num_candidates, top_k=top_k,
+              iterations=iterations, exploration_noise_std=exploration_noise_std,
+              actor_share=actor_share, terminal_value=terminal_value, discount=discount,
+              greedy_seed=greedy_seed, name=name)
 
 
 def check_config(horizon, num_candidates, top_k, iterations, exploration_noise_std,
@@ -82,9 +110,10 @@ def check_config(horizon, num_candidates, top_k, iterations, exploration_noise_s
     raise errors.ConfigError(f'{name}.discount={discount}: must be in (0, 1].')
 
 
-@gin.configurable
 class CemPlanningPolicy(latent_policy.LatentFilterPolicy):
   """Acts by CEM planning in the world model; state and filter as LatentActorPolicy.
+
+  Not gin-configurable itself: its gin bindings are `planner_settings`'s.
 
   Args:
     time_step_spec, action_spec: as for any TF-Agents policy; the observation
@@ -103,7 +132,8 @@ class CemPlanningPolicy(latent_policy.LatentFilterPolicy):
       its `greedy_filter`).
     horizon, num_candidates, top_k, iterations: the CEM search (PlaNet: 12,
       1000, 100, 10).
-    exploration_noise_std: Gaussian noise on the collect variant's action.
+    exploration_noise_std: std of the Gaussian noise on the collect variant's
+      action, in units of the action box's half-width ((high - low) / 2).
     actor_share: fraction of the first iteration's candidates taken from the
       SAC actor rolled through the imagined latents (0: plain PlaNet).
     terminal_value: None, 'critic' (min of the two critics) or 'target_critic'
@@ -139,6 +169,7 @@ class CemPlanningPolicy(latent_policy.LatentFilterPolicy):
     self._top_k = top_k
     self._iterations = iterations
     self._exploration_noise_std = float(exploration_noise_std)
+    self._terminal_value = terminal_value
     # At least one guided candidate when guidance is on at all.
     self._num_actor_candidates = (
         min(num_candidates, max(1, int(round(actor_share * num_candidates))))
@@ -151,6 +182,10 @@ class CemPlanningPolicy(latent_policy.LatentFilterPolicy):
         tf.constant(action_spec.minimum, tf.float32), action_spec.shape)
     self._action_high = tf.broadcast_to(
         tf.constant(action_spec.maximum, tf.float32), action_spec.shape)
+    # Relative to the box, as the initial search distribution is: 0.3 on
+    # [-1, 1] is PlaNet's noise, and a box of other bounds gets the same share.
+    self._noise_scale = (self._exploration_noise_std
+                         * (self._action_high - self._action_low) / 2.0)
     super().__init__(time_step_spec, action_spec, rssm_network, greedy=greedy,
                      sample_posterior=sample_posterior, name=name)
 
@@ -174,6 +209,18 @@ class CemPlanningPolicy(latent_policy.LatentFilterPolicy):
   def num_actor_candidates(self):
     return self._num_actor_candidates
 
+  @property
+  def exploration_noise_std(self):
+    return self._exploration_noise_std
+
+  @property
+  def terminal_value(self):
+    return self._terminal_value
+
+  @property
+  def discount(self):
+    return self._discount
+
   def _variables(self):
     variables = self._rssm_network.variables + list(self._reward_head.variables)
     if self._actor_network is not None:
@@ -183,11 +230,21 @@ class CemPlanningPolicy(latent_policy.LatentFilterPolicy):
     return variables
 
   def _seed(self, seed):
-    if seed is not None:
-      return tfp.random.sanitize_seed(seed)
-    if self._greedy:
-      return tf.constant([self._greedy_seed, 0], tf.int32)
-    return tfp.random.sanitize_seed(None)  # fresh per call, also in a SavedModel
+    """The action's stateless [2] seed: from `seed`, else fixed (greedy) or fresh."""
+    if seed is None:
+      if self._greedy:
+        return tf.constant([self._greedy_seed, 0], tf.int32)
+      return tfp.random.sanitize_seed(None)  # fresh per call, also in a SavedModel
+    if callable(seed):  # e.g. a tfp.util.SeedStream
+      seed = seed()
+    # Derived, not sanitize_seed(int): that draws the seed from a stateful op
+    # (seeded by the int), a new one at every call.
+    if isinstance(seed, int):
+      return tf.constant([seed % 2**31, seed // 2**31 % 2**31], tf.int32)
+    seed = tf.convert_to_tensor(seed)
+    if seed.shape.rank == 0:
+      seed = tf.stack([seed, tf.zeros_like(seed)])
+    return tf.cast(seed, tf.int32)
 
   # ---- scoring plans -------------------------------------------------------
 
@@ -202,13 +259,16 @@ class CemPlanningPolicy(latent_policy.LatentFilterPolicy):
               for critic in self._value_critics]
     return tf.reduce_min(tf.stack(values, 0), 0) / self._critic_reward_scale
 
-  def plan_returns(self, start, candidate_actions):
-    """Predicted returns [B, N] of action sequences [B, N, H, A] from beliefs [B]."""
+  def plan_returns(self, start, candidate_actions, seed=None):
+    """Predicted returns [B, N] of action sequences [B, N, H, A] from beliefs [B];
+    `seed`: the stateless seed of the collect variant's imagined samples (None:
+    the global random state)."""
     shape = tf.shape(candidate_actions)
     batch_size, num = shape[0], shape[1]
     flat_actions = tf.reshape(candidate_actions, [batch_size * num, self._horizon, -1])
     tiled_start = {k: tf.repeat(start[k], num, axis=0) for k in ('deter', 'stoch')}
-    imagined = self._rssm.imagine(flat_actions, tiled_start, sample=not self._greedy)
+    imagined = self._rssm.imagine(flat_actions, tiled_start, sample=not self._greedy,
+                                  seed=None if self._greedy else seed)
     imagined_features = rssm_lib.features(imagined)             # [B*N, H, F]
     rewards = self._reward_head(imagined_features)                # [B*N, H]
     discounts = self._discount ** tf.range(self._horizon, dtype=tf.float32)
@@ -234,12 +294,14 @@ class CemPlanningPolicy(latent_policy.LatentFilterPolicy):
       distribution, _ = self._actor_network(
           rssm_lib.features(state), step_type=None, network_state=())
       normal = distribution.input_distribution
-      noise = tf.random.stateless_normal(
-          tf.shape(normal.mean()), tf.random.experimental.stateless_fold_in(seed, t))
+      step_seed = tf.random.experimental.stateless_fold_in(seed, t)
+      noise = tf.random.stateless_normal(tf.shape(normal.mean()), step_seed)
       sampled = (distribution.action_means + distribution.action_magnitudes
                  * tf.tanh(normal.mean() + normal.stddev() * noise))
       action = tf.where(is_mode, distribution.mode(), sampled)
-      prior = self._rssm.prior_step(state, action, sample=not self._greedy)
+      prior = self._rssm.prior_step(
+          state, action, sample=not self._greedy,
+          seed=tf.random.experimental.stateless_fold_in(step_seed, 1))
       return {'deter': prior['deter'], 'stoch': prior['stoch']}, action
 
     initial = (tiled, tf.zeros([batch_size * num, action_size]))
@@ -260,9 +322,10 @@ class CemPlanningPolicy(latent_policy.LatentFilterPolicy):
               if num_guided else None)                            # [B, M, H, A]
 
     def refit(iteration, mean, std):
+      iteration_seed = tf.random.experimental.stateless_fold_in(noise_seed, iteration)
       noise = tf.random.stateless_normal(
           tf.concat([[batch_size, self._num_candidates], plan_shape[1:]], 0),
-          tf.random.experimental.stateless_fold_in(noise_seed, iteration))
+          iteration_seed)
       candidate_actions = tf.clip_by_value(
           mean[:, None] + std[:, None] * noise, low, high)         # [B, N, H, A]
       if guided is not None:
@@ -271,7 +334,9 @@ class CemPlanningPolicy(latent_policy.LatentFilterPolicy):
             tf.equal(iteration, 0),
             lambda: tf.concat([guided, candidate_actions[:, num_guided:]], 1),
             lambda: candidate_actions)
-      returns = self.plan_returns(start, candidate_actions)       # [B, N]
+      returns = self.plan_returns(                                # [B, N]
+          start, candidate_actions,
+          seed=tf.random.experimental.stateless_fold_in(iteration_seed, 1))
       _, elite_index = tf.math.top_k(returns, self._top_k)        # [B, K] highest returns
       elite_actions = tf.gather(candidate_actions, elite_index, batch_dims=1)  # [B, K, H, A]
       new_mean, variance = tf.nn.moments(elite_actions, axes=[1])
@@ -289,8 +354,14 @@ class CemPlanningPolicy(latent_policy.LatentFilterPolicy):
   # ---- TF-Agents policy interface -------------------------------------------
 
   def _planned_action(self, time_step, policy_state, seed):
-    _, state = self._filter(time_step, policy_state)
-    plan_seed, noise_seed = tfp.random.split_seed(self._seed(seed), 2)
+    action_seed = self._seed(seed)
+    plan_seed, noise_seed = tfp.random.split_seed(action_seed, 2)
+    # The greedy variant's fixed seed would repeat one posterior draw at every
+    # step (greedy_filter='sample'): it samples the filter from the global
+    # state unless given a seed.
+    filter_seed = (None if self._greedy and seed is None
+                   else tf.random.experimental.stateless_fold_in(action_seed, 1))
+    _, state = self._filter(time_step, policy_state, filter_seed)
     mean, _ = self.plan({'deter': state['deter'], 'stoch': state['stoch']}, plan_seed)
     return mean[:, 0], state, noise_seed
 
@@ -303,15 +374,14 @@ class CemPlanningPolicy(latent_policy.LatentFilterPolicy):
       distribution = tfp.distributions.Deterministic(loc=planned)
     else:
       distribution = tfp.distributions.Independent(
-          tfp.distributions.Normal(planned, self._exploration_noise_std), 1)
+          tfp.distributions.Normal(planned, self._noise_scale), 1)
     return policy_step.PolicyStep(distribution, state, ())
 
   def _action(self, time_step, policy_state, seed=None):
     planned, state, noise_seed = self._planned_action(time_step, policy_state, seed)
     action = planned
     if not self._greedy and self._exploration_noise_std > 0:
-      action += self._exploration_noise_std * tf.random.stateless_normal(
-          tf.shape(planned), noise_seed)
+      action += self._noise_scale * tf.random.stateless_normal(tf.shape(planned), noise_seed)
     # The executed action (clipped) is what the filter conditions on next.
     action = tf.clip_by_value(action, self._action_low, self._action_high)
     action = tf.cast(action, self.action_spec.dtype)

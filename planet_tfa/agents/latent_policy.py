@@ -52,11 +52,13 @@ class LatentFilterPolicy(tf_policy.TFPolicy):
   def sample_posterior(self):
     return self._sample_posterior
 
-  def _filter(self, time_step, policy_state):
+  def _filter(self, time_step, policy_state, seed=None):
+    """(features, state) after this observation; `seed`: an optional stateless
+    seed of the posterior sample (None: the global random state)."""
     observation = {k: time_step.observation[k] for k in self._rssm_network.input_tensor_spec}
     return self._rssm_network(observation, step_type=time_step.step_type,
                               network_state=policy_state,
-                              sample=self._sample_posterior)
+                              sample=self._sample_posterior, seed=seed)
 
 
 class LatentActorPolicy(LatentFilterPolicy):

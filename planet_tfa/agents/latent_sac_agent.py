@@ -21,6 +21,7 @@ window; SLAC used only the last pair). Pairs after the episode's LAST step
 """
 import math
 import numbers
+import types
 
 import gin
 import tensorflow as tf
@@ -103,6 +104,10 @@ class LatentSacAgent(tf_agent.TFAgent):
       and in evaluation (`policy`): 'sac' (the latent actor) or 'cem' (PlaNet's
       planner, `CemPlanningPolicy`, on the same world model). Training is the
       same either way: the world model and SAC learn from the same replay.
+
+  The planner's gin settings (`CemPlanningPolicy.*`) are read once, here, and
+  every planner `make_policy` builds later uses them: an agent rebuilt from a
+  run's config (export, bench) plans as the run did after gin is cleared.
   """
 
   GREEDY_FILTERS = ('mean', 'sample')
@@ -170,6 +175,8 @@ class LatentSacAgent(tf_agent.TFAgent):
     self._reward_scale_factor = reward_scale_factor
     self._collect_with = collect_with
     self._eval_with = eval_with
+    # Read-only and untracked (a dict attribute would join the checkpoint graph).
+    self._planner_settings = types.MappingProxyType(cem_policy.planner_settings())
 
     policy = self.make_policy(eval_with, True, time_step_spec, action_spec)
     collect_policy = self.make_policy(collect_with, False, time_step_spec, action_spec)
@@ -214,13 +221,19 @@ class LatentSacAgent(tf_agent.TFAgent):
   def greedy_filter(self):
     return self._greedy_filter
 
+  @property
+  def planner_settings(self):
+    """The `CemPlanningPolicy` settings every planner of this agent gets (read-only)."""
+    return self._planner_settings
+
   def make_policy(self, kind, greedy, time_step_spec=None, action_spec=None,
                   greedy_filter=None, **planner_kwargs):
     """A new 'sac' or 'cem' policy on this agent's networks (no new variables).
 
     A greedy policy filters as `greedy_filter` says ('mean' | 'sample'; None:
-    the agent's setting); a collect policy samples. `planner_kwargs` override
-    the gin-configured `CemPlanningPolicy` arguments.
+    the agent's setting); a collect policy samples. A planner has the
+    settings gin bound when the agent was built (`planner_settings`), not the
+    ones it binds now; `planner_kwargs` override them.
     """
     time_step_spec = time_step_spec or self.time_step_spec
     action_spec = action_spec or self.action_spec
@@ -244,7 +257,7 @@ class LatentSacAgent(tf_agent.TFAgent):
           self._world_model.reward_decoder, actor_network=self._actor_network,
           critics=critics, critic_gamma=self._gamma,
           critic_reward_scale=self._reward_scale_factor, greedy=greedy,
-          sample_posterior=sample_posterior, **planner_kwargs)
+          sample_posterior=sample_posterior, **dict(self._planner_settings, **planner_kwargs))
     raise errors.ConfigError(f'unknown policy kind {kind!r}: choose one of {POLICY_KINDS}.')
 
   def greedy_policy(self, greedy_filter=None, sensors_only=False):

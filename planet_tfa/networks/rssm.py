@@ -7,6 +7,10 @@ A latent state is a dict of tensors:
 
 prior:     h_t = GRU(h_{t-1}, [z_{t-1}, a_{t-1}]),  z_t ~ p(z_t | h_t)
 posterior: z_t ~ q(z_t | h_t, embed_t)
+
+Sampling draws from the global random state unless a step is given a
+stateless `seed` ([2] int32), which makes its samples a function of that seed
+(the planner's reproducible rollouts); a sequence folds the step index into it.
 """
 import gin
 import tensorflow as tf
@@ -18,6 +22,18 @@ tfd = tfp.distributions
 def features(state):
   """Latent features fed to decoders and SAC: deter || stoch."""
   return tf.concat([state['deter'], state['stoch']], -1)
+
+
+def _step_indices(seed, length):
+  """The step indices a seeded scan also scans over; none when unseeded, so an
+  unseeded sequence builds the graph (and op seeds) it always did."""
+  return () if seed is None else (tf.range(length),)
+
+
+def _step_seed(seed, t):
+  """The stateless seed of the step whose `_step_indices` entry is t (a 0- or
+  1-tuple); None when unseeded."""
+  return None if seed is None else tf.random.experimental.stateless_fold_in(seed, t[0])
 
 
 def gaussian(state):
@@ -52,25 +68,31 @@ class RSSM(tf.keras.layers.Layer):
         'stoch': tf.zeros(tf.stack([batch_size, self.stoch_size])),
     }
 
-  def _stats(self, layer, hidden, sample):
+  def _stats(self, layer, hidden, sample, seed=None):
     mean, raw_std = tf.split(layer(hidden), 2, -1)
     std = tf.nn.softplus(raw_std) + self.min_std
-    stoch = mean + std * tf.random.normal(tf.shape(mean)) if sample else mean
-    return {'mean': mean, 'std': std, 'stoch': stoch}
+    if not sample:
+      return {'mean': mean, 'std': std, 'stoch': mean}
+    noise = (tf.random.normal(tf.shape(mean)) if seed is None
+             else tf.random.stateless_normal(tf.shape(mean), seed))
+    return {'mean': mean, 'std': std, 'stoch': mean + std * noise}
 
-  def prior_step(self, state, prev_action, sample=True):
+  def prior_step(self, state, prev_action, sample=True, seed=None):
     """One transition: previous latent + previous action -> prior at this step."""
     x = self._img_in(tf.concat([state['stoch'], tf.cast(prev_action, tf.float32)], -1))
     deter, _ = self._cell(x, [state['deter']])
-    prior = self._stats(self._prior_stats, self._img_out(deter), sample)
+    prior = self._stats(self._prior_stats, self._img_out(deter), sample, seed)
     prior['deter'] = deter
     return prior
 
-  def posterior_step(self, state, prev_action, embed, sample=True):
+  def posterior_step(self, state, prev_action, embed, sample=True, seed=None):
     """One filtering step; returns (posterior, prior) at this step."""
-    prior = self.prior_step(state, prev_action, sample)
+    prior_seed = post_seed = None
+    if seed is not None:
+      prior_seed, post_seed = tf.unstack(tf.random.experimental.stateless_split(seed, 2))
+    prior = self.prior_step(state, prev_action, sample, prior_seed)
     hidden = self._obs_out(tf.concat([prior['deter'], embed], -1))
-    post = self._stats(self._post_stats, hidden, sample)
+    post = self._stats(self._post_stats, hidden, sample, post_seed)
     post['deter'] = prior['deter']
     return post, prior
 
@@ -87,7 +109,8 @@ class RSSM(tf.keras.layers.Layer):
     self.posterior_step(state, tf.zeros([1, action_size]), tf.zeros([1, embed_size]))
     self.built = True
 
-  def observe(self, embed, prev_action, is_first, initial_state=None, sample=True):
+  def observe(self, embed, prev_action, is_first, initial_state=None, sample=True,
+              seed=None):
     """Filters a sequence.
 
     Args:
@@ -96,6 +119,7 @@ class RSSM(tf.keras.layers.Layer):
       is_first: [B, T] bool; the state is reset to zeros before those steps.
       initial_state: state before step 0 (zeros if None).
       sample: sample the stochastic state (True) or use the mean.
+      seed: optional stateless seed of the samples (step t uses it folded with t).
 
     Returns:
       (posterior, prior): dicts of [B, T, ...] tensors.
@@ -106,14 +130,14 @@ class RSSM(tf.keras.layers.Layer):
       initial_state = self.zero_state(batch_size)
     time_major = lambda x: tf.transpose(x, [1, 0] + list(range(2, x.shape.rank)))
     inputs = (time_major(embed), time_major(tf.cast(prev_action, tf.float32)),
-              time_major(is_first))
+              time_major(is_first)) + _step_indices(seed, tf.shape(embed)[1])
 
     def step(carry, inputs):
       post_prev, _ = carry
-      embed_t, action_t, first_t = inputs
+      embed_t, action_t, first_t, *t = inputs
       state = self.reset({'deter': post_prev['deter'], 'stoch': post_prev['stoch']}, first_t)
       action_t = action_t * tf.cast(tf.logical_not(first_t), tf.float32)[:, None]
-      return self.posterior_step(state, action_t, embed_t, sample)
+      return self.posterior_step(state, action_t, embed_t, sample, _step_seed(seed, t))
 
     zeros = tf.zeros([batch_size, self.stoch_size])
     init = dict(initial_state, mean=zeros, std=zeros)
@@ -121,14 +145,17 @@ class RSSM(tf.keras.layers.Layer):
     batch_major = lambda x: tf.transpose(x, [1, 0] + list(range(2, x.shape.rank)))
     return tf.nest.map_structure(batch_major, post), tf.nest.map_structure(batch_major, prior)
 
-  def imagine(self, prev_action, initial_state, sample=True):
-    """Open-loop rollout of the prior from `initial_state` under [B, T, A] actions."""
+  def imagine(self, prev_action, initial_state, sample=True, seed=None):
+    """Open-loop rollout of the prior from `initial_state` under [B, T, A] actions
+    (`seed`: optional stateless seed of the samples, folded with the step)."""
     batch_size = tf.shape(prev_action)[0]
     zeros = tf.zeros([batch_size, self.stoch_size])
     init = dict(deter=initial_state['deter'], stoch=initial_state['stoch'], mean=zeros, std=zeros)
     actions = tf.transpose(tf.cast(prev_action, tf.float32),
                            [1, 0] + list(range(2, prev_action.shape.rank)))
-    prior = tf.scan(lambda state, a: self.prior_step(state, a, sample), actions,
-                    initializer=init)
+    prior = tf.scan(
+        lambda state, inputs: self.prior_step(state, inputs[0], sample,
+                                              _step_seed(seed, inputs[1:])),
+        (actions,) + _step_indices(seed, tf.shape(actions)[0]), initializer=init)
     return tf.nest.map_structure(
         lambda x: tf.transpose(x, [1, 0] + list(range(2, x.shape.rank))), prior)

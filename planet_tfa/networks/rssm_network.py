@@ -49,9 +49,10 @@ def _embed_size(encoder):
 class RssmEncodingNetwork(network.Network):
   """observation (encoder keys only) -> latent features deter || stoch.
 
-  `call(observation, step_type, network_state, sample=True)`: with
+  `call(observation, step_type, network_state, sample=True, seed=None)`: with
   `sample=False` the posterior mean is used, which makes the filter (and a
-  greedy policy on top of it) deterministic. `window`: None (whole-episode
+  greedy policy on top of it) deterministic; a stateless `seed` makes the
+  posterior samples a function of it. `window`: None (whole-episode
   filter) or K >= 2 (the last K steps from zeros; see the module doc).
   """
 
@@ -84,7 +85,7 @@ class RssmEncodingNetwork(network.Network):
     return tf.TensorSpec([self._rssm.feature_size], tf.float32, name='latent_features')
 
   def call(self, observation, step_type=None, network_state=(), training=False,
-           sample=True):
+           sample=True, seed=None):
     del training
     embed = self._encoder(observation)
     batch_size = tf.shape(embed)[0]
@@ -93,17 +94,17 @@ class RssmEncodingNetwork(network.Network):
     is_first = (tf.equal(step_type, ts.StepType.FIRST) if step_type is not None
                 else tf.zeros([batch_size], tf.bool))
     if self._window is not None:
-      return self._window_step(embed, is_first, network_state, sample)
+      return self._window_step(embed, is_first, network_state, sample, seed)
     state = self._rssm.reset(network_state, is_first)
     post, _ = self._rssm.posterior_step(
         {'deter': state['deter'], 'stoch': state['stoch']}, state['prev_action'],
-        embed, sample=sample)
+        embed, sample=sample, seed=seed)
     new_state = {'deter': post['deter'], 'stoch': post['stoch'],
                  # The policy overwrites this with the action it takes.
                  'prev_action': state['prev_action']}
     return tf.concat([post['deter'], post['stoch']], -1), new_state
 
-  def _window_step(self, embed, is_first, network_state, sample):
+  def _window_step(self, embed, is_first, network_state, sample, seed):
     """Filters the last `window` steps from zeros, as `WorldModel.observe` filters a window."""
     embeds = tf.concat([network_state['embed_history'], embed[:, None]], 1)        # [B, K, E]
     prev_actions = tf.concat([network_state['action_history'],
@@ -114,7 +115,8 @@ class RssmEncodingNetwork(network.Network):
     # and resets at any FIRST inside it: steps before an episode's start
     # (the zero history of a fresh state) never reach the belief.
     window_firsts = tf.concat([tf.ones_like(firsts[:, :1]), firsts[:, 1:]], 1) > 0.5
-    post, _ = self._rssm.observe(embeds, prev_actions, window_firsts, sample=sample)
+    post, _ = self._rssm.observe(embeds, prev_actions, window_firsts, sample=sample,
+                                 seed=seed)
     last = {'deter': post['deter'][:, -1], 'stoch': post['stoch'][:, -1]}
     # Previous actions of FIRST steps are zeroed by the filter; keep them zero here too.
     prev_action = network_state['prev_action'] * (1.0 - tf.cast(is_first, tf.float32))[:, None]
