@@ -7,9 +7,11 @@ not redefined), so `gin/highway_sac.gin` trains exactly the model of
 
 What each key means here (all images 64x64 uint8, forward up, right to the right):
   camera:  highway-env's own top-down rendering around the ego (offscreen
-           pygame, `render_pixels` square at `scaling` px/m), box-filtered to
-           64x64. highway-env has no first-person view; this is the sensor
-           image the encoder sees, as CARLA's front camera is.
+           pygame, `render_pixels` square at `scaling` px/m), turned so the
+           ego's heading points up (as a vehicle-mounted sensor sees the
+           road: highway-env draws world-aligned), the central square kept
+           and box-filtered to 64x64. highway-env has no first-person view;
+           this is the sensor image the encoder sees, as CARLA's front camera is.
   lidar:   highway-env's `LidarObservation`, the scenario's observation type
            here (the distance to the nearest vehicle in each of `lidar_cells`
            angular sectors, up to `lidar_range` m), turned into lidar points
@@ -39,7 +41,21 @@ the (cheap) lidar, which it uses.
 Action: [acceleration, steering] in [-1, 1] (CARLA's order) to highway-env's
 `ContinuousAction` with both axes on: acceleration spans +-5 m/s^2, steering
 +-45 degrees (highway-env's defaults), and speeds stay in [0, `max_speed`]
-(no reversing, like CARLA's throttle/brake).
+(no reversing, like CARLA's throttle/brake). `steer_limit` and `brake_limit`
+narrow the two ranges (gym-carla caps steering at 0.3 and braking at 0.375 of
+CARLA's): a uniform random action then is a driveable one more often.
+
+Reward (`reward_shape`):
+  'lane_speed' (the original): highway-env's own reward (racetrack: lane
+      centring, action cost) times clip(forward speed / target_speed, 0, 1);
+      standing still earns 0, so stopping is a safe optimum.
+  'track_speed' (no safe stop; what gin/highway_sac.gin uses): per step
+      speed_weight * (1 - |v - v*| / v*) + lane_weight * centring * clip(v / v*, 0, 1)
+      - step_cost, with v the forward speed, v* = target_speed and centring
+      = 1 - min(|lateral offset| / (lane width / 2), 1); a crash or leaving
+      the road adds -crash_penalty and ends the episode (terminal). Standing
+      still costs step_cost every step. docs/driving.md compares it with
+      gym-carla's and interp-e2e-driving's.
 
 Episode ends: gymnasium `terminated` (a crash, leaving the road) -> a
 terminal step (discount 0); `truncated` (the `episode_seconds` time limit) ->
@@ -87,6 +103,7 @@ SCENARIOS = {
     'highway': ('highway-v0', {'offroad_terminal': True, 'policy_frequency': 5}),
 }
 
+REWARD_SHAPES = ('lane_speed', 'track_speed')
 COLLISION = carla_reward.COLLISION
 OFF_ROAD = carla_reward.OFF_ROAD
 TIME_LIMIT = carla_reward.TIME_LIMIT
@@ -142,6 +159,23 @@ def resize_frame(frame, image_size):
   if frame.shape[:2] == (image_size, image_size):
     return frame
   return np.asarray(Image.fromarray(frame).resize((image_size, image_size), Image.BOX))
+
+
+def heading_up_frame(frame, heading_rad):
+  """A world-aligned top-down frame centred on the ego -> the ego's heading up.
+
+  highway-env draws x right and y down, so a heading h points at screen angle
+  -h (counter-clockwise from +x); turning the frame by 90 degrees + h puts it
+  up. The central square of side / sqrt(2) is kept: it holds no corner that
+  the turn filled with background.
+  """
+  frame = np.asarray(frame, np.uint8)
+  side = frame.shape[0]
+  turned = Image.fromarray(frame).rotate(90.0 + math.degrees(heading_rad),
+                                         resample=Image.BILINEAR)
+  keep = int(side / math.sqrt(2.0))
+  start = (side - keep) // 2
+  return np.asarray(turned.crop((start, start, start + keep, start + keep)))
 
 
 def lidar_sectors_to_points(distances, ego_heading_rad, lidar_range, ground_spacing_m=0.5):
@@ -230,7 +264,24 @@ class HighwayDrivingEnv(py_environment.PyEnvironment):
 
   def __init__(self, scenario='racetrack', seed=None, image_size=64, episode_seconds=40.0,
                target_speed=10.0, max_speed=20.0, render_pixels=128, scaling=2.5,
-               meters_per_pixel=0.5, lidar_range=32.0, lidar_cells=180, config=None):
+               meters_per_pixel=0.5, lidar_range=32.0, lidar_cells=180, config=None,
+               reward_shape='lane_speed', speed_weight=1.0, lane_weight=0.5, step_cost=0.1,
+               crash_penalty=20.0, steer_limit=1.0, brake_limit=1.0, heading_up=True):
+    if reward_shape not in REWARD_SHAPES:
+      raise HighwayEnvError(f'load_highway.reward_shape={reward_shape!r}: use one of '
+                            f'{REWARD_SHAPES}.')
+    for name, limit in (('steer_limit', steer_limit), ('brake_limit', brake_limit)):
+      if not 0.0 < limit <= 1.0:
+        raise HighwayEnvError(f'load_highway.{name}={limit!r}: a fraction of highway-env\'s '
+                              'range in (0, 1].')
+    if reward_shape == 'track_speed' and not target_speed:
+      raise HighwayEnvError("load_highway.reward_shape='track_speed' needs a target_speed > 0.")
+    self._reward_shape = reward_shape
+    self._reward_weights = (float(speed_weight), float(lane_weight), float(step_cost),
+                            float(crash_penalty))
+    self._limits = np.array([1.0, float(steer_limit)])
+    self._brake_limit = float(brake_limit)
+    self._heading_up = heading_up
     # The base class resets on the step after LAST, as TF-Agents drivers expect.
     super().__init__(handle_auto_reset=True)
     env_id, overrides = scenario_id(scenario)
@@ -308,18 +359,24 @@ class HighwayDrivingEnv(py_environment.PyEnvironment):
 
   def _step(self, action):
     action = np.clip(np.asarray(action, np.float64).reshape(2), -1.0, 1.0)
-    lidar, reward, terminated, truncated, info = self._env.step(action)
+    # The agent's [-1, 1] spans the narrowed ranges: braking and steering limits.
+    sim_action = action * self._limits
+    if sim_action[0] < 0:
+      sim_action[0] *= self._brake_limit
+    lidar, reward, terminated, truncated, info = self._env.step(sim_action)
     vehicle = self._sim.vehicle
     position = np.array(vehicle.position, np.float64)
     self._odometer += float(np.linalg.norm(position - self._last_position))
     self._last_position = position
-    if self._target_speed:
-      # Racetrack's own reward pays lane centring whether or not the car moves;
-      # scaling by the speed makes standing still worth nothing.
-      forward_speed = vehicle.speed * math.cos(self._heading_error(vehicle))
-      reward *= float(np.clip(forward_speed / self._target_speed, 0.0, 1.0))
+    forward_speed = vehicle.speed * math.cos(self._heading_error(vehicle))
     reason = end_reason(terminated, truncated, bool(info.get('crashed', vehicle.crashed)),
                         bool(vehicle.on_road))
+    if self._reward_shape == 'track_speed':
+      reward = self._track_speed_reward(vehicle, forward_speed, terminated)
+    elif self._target_speed:
+      # Racetrack's own reward pays lane centring whether or not the car moves;
+      # scaling by the speed makes standing still worth nothing.
+      reward *= float(np.clip(forward_speed / self._target_speed, 0.0, 1.0))
     self._info = self._make_info(reason)
     observation = self._observe(lidar)
     if reason is None:
@@ -327,6 +384,21 @@ class HighwayDrivingEnv(py_environment.PyEnvironment):
     if terminated:
       return ts.termination(observation, np.float32(reward))
     return ts.truncation(observation, np.float32(reward), discount=1.0)
+
+  def _track_speed_reward(self, vehicle, forward_speed, terminated):
+    """The 'track_speed' reward (module doc): no safe stop."""
+    speed_weight, lane_weight, step_cost, crash_penalty = self._reward_weights
+    target = self._target_speed
+    speed_term = max(1.0 - abs(forward_speed - target) / target, -1.0)
+    lane = vehicle.lane
+    _, lateral = lane.local_coordinates(vehicle.position)
+    half_width = lane.width_at(0.0) / 2.0
+    centring = 1.0 - min(abs(lateral) / half_width, 1.0)
+    moving = float(np.clip(forward_speed / target, 0.0, 1.0))
+    reward = speed_weight * speed_term + lane_weight * centring * moving - step_cost
+    if terminated:
+      reward -= crash_penalty
+    return reward
 
   def _make_info(self, reason):
     vehicle = self._sim.vehicle
@@ -346,6 +418,8 @@ class HighwayDrivingEnv(py_environment.PyEnvironment):
     # render() arms highway-env's per-substep rendering of the next step's
     # intermediate frames, which nobody sees here: turn it off (2-3x faster).
     sim.enable_auto_render = False
+    if self._heading_up:
+      frame = heading_up_frame(frame, vehicle.heading)
     camera = resize_frame(frame, self._image_size)
 
     ego_xy = np.array(vehicle.position, np.float64)
@@ -377,7 +451,9 @@ class HighwayDrivingEnv(py_environment.PyEnvironment):
 @gin.configurable
 def load_highway(scenario='racetrack', seed=None, image_size=64, episode_seconds=40.0,
                  target_speed=10.0, max_speed=20.0, render_pixels=128, scaling=2.5,
-                 meters_per_pixel=0.5, lidar_range=32.0, lidar_cells=180, config=None):
+                 meters_per_pixel=0.5, lidar_range=32.0, lidar_cells=180, config=None,
+                 reward_shape='lane_speed', speed_weight=1.0, lane_weight=0.5, step_cost=0.1,
+                 crash_penalty=20.0, steer_limit=1.0, brake_limit=1.0, heading_up=True):
   """A highway-env driving scenario with CarlaEnv's observation layout (module doc).
 
   Args:
@@ -396,9 +472,18 @@ def load_highway(scenario='racetrack', seed=None, image_size=64, episode_seconds
     lidar_range, lidar_cells: highway-env LidarObservation range (m) and sectors.
     config: extra highway-env config entries, applied last (e.g.
       {'other_vehicles': 3} on the racetrack, {'vehicles_count': 30} on highways).
+    reward_shape, speed_weight, lane_weight, step_cost, crash_penalty: the
+      reward (module doc): 'lane_speed' (original) or 'track_speed' (no safe stop).
+    steer_limit, brake_limit: fractions of highway-env's steering (+-45 deg)
+      and braking (-5 m/s^2) ranges that the action's [-1, 1] spans.
+    heading_up: turn the camera frame so the ego's heading points up.
   """
   return HighwayDrivingEnv(scenario=scenario, seed=seed, image_size=image_size,
                            episode_seconds=episode_seconds, target_speed=target_speed,
                            max_speed=max_speed, render_pixels=render_pixels, scaling=scaling,
                            meters_per_pixel=meters_per_pixel, lidar_range=lidar_range,
-                           lidar_cells=lidar_cells, config=config)
+                           lidar_cells=lidar_cells, config=config, reward_shape=reward_shape,
+                           speed_weight=speed_weight, lane_weight=lane_weight,
+                           step_cost=step_cost, crash_penalty=crash_penalty,
+                           steer_limit=steer_limit, brake_limit=brake_limit,
+                           heading_up=heading_up)
