@@ -12,13 +12,21 @@ What a server would do is simulated small:
   they may arrive after `tick()` returns;
 - synchronous settings, the fixed delta and the Traffic Manager's synchronous
   mode take effect (the world records which clients ticked it);
-- vehicles move under the controls applied (kinematic bicycle model),
-  autopilot vehicles follow their lane; oriented boxes that overlap fire the
-  collision sensors; `Map.get_waypoint(project_to_road=False)` finds no lane
-  off the road;
+- vehicles spawned above the ground (spawn points are 0.5 m up) drop and land
+  before their wheels grip; then they move under the controls applied
+  (kinematic bicycle model), autopilot vehicles follow their lane; oriented
+  boxes that overlap fire the collision sensors; `Map.get_waypoint(
+  project_to_road=False)` finds no lane off the road;
+- sensor streams reach the client in no fixed order across sensors: a test can
+  hold one sensor type's data back and release it later (`hold`, `release`);
 - a lidar with CARLA's default drop-off loses ~45 % of its points at random;
+  an RGB camera left at CARLA's default auto-exposure ('histogram') adapts
+  over its first frames, a manual exposure is the same from the first frame;
+- one traffic light at the fork cycles green, yellow, red unless frozen; its
+  stop line lies on the approach lane;
 - a server can hang (RPCs time out, the world stays), die and restart (a new
-  world without actors), or never have been started (connection time-out).
+  world without actors), each for good or for a while, or never have been
+  started (connection time-out).
 
 Server-side controls that no client has (`start_server`, `Simulator.hang`, ...)
 are listed in DOUBLE_ONLY and exempt from the contract test. Failing calls
@@ -30,6 +38,7 @@ import itertools
 import math
 import queue
 import threading
+import time
 import types
 
 import numpy as np
@@ -38,8 +47,8 @@ VERSION = '0.9.16'
 # Names a test uses to drive the server; not part of CARLA's client API.
 DOUBLE_ONLY = frozenset({
     'VERSION', 'DOUBLE_ONLY', 'Simulator', 'start_server', 'server_at', 'stop_all',
-    'TOWN', 'LANE_WIDTH', 'SPAWN_POINTS', 'np', 'math', 'fnmatch', 'itertools', 'queue',
-    'threading', 'types'})
+    'TOWN', 'LANE_WIDTH', 'SPAWN_POINTS', 'GRAVITY', 'LIGHT_CYCLE', 'np', 'math', 'fnmatch',
+    'itertools', 'queue', 'threading', 'time', 'types'})
 
 _SERVERS = {}          # (host, port) -> Simulator
 _TRAFFIC_MANAGERS = {}  # (host, tm_port) -> Simulator owning that TM
@@ -137,6 +146,14 @@ class LaneType:
   Any = -2
 
 
+class TrafficLightState:
+  Red = 0
+  Yellow = 1
+  Green = 2
+  Off = 3
+  Unknown = 4
+
+
 class WeatherParameters:
 
   def __init__(self, cloudiness=0.0, precipitation=0.0, precipitation_deposits=0.0,
@@ -209,6 +226,7 @@ class _Lane:
     direction = np.diff(self.xy, axis=0)
     self.yaw = np.degrees(np.arctan2(direction[:, 1], direction[:, 0]))
     self.successors = []
+    self.predecessors = []
 
   def pose(self, s):
     s = float(np.clip(s, 0.0, self.length))
@@ -222,7 +240,9 @@ def _town_lanes():
   """A straight eastbound road that forks at x=100 into straight on and a right turn.
 
   CARLA's frame is left-handed: yaw 90 faces +y, which is to the right of an
-  eastbound driver. Vehicles keep right, so eastbound lanes lie at +y.
+  eastbound driver. Vehicles keep right, so eastbound lanes lie at +y. A short
+  bay beside the approach (x = -50..-44, one lane to the right) ends with no
+  successor: a dead end.
   """
   y = LANE_WIDTH / 2
   approach = _Lane(1, -1, [(-120.0, y), (100.0, y)])
@@ -232,8 +252,11 @@ def _town_lanes():
          for t in np.linspace(0.0, math.pi / 2, 13)]
   right_turn = _Lane(3, -1, arc + [(100.0 + radius, 220.0)])
   oncoming = _Lane(1, 1, [(320.0, -y), (-120.0, -y)])
+  bay = _Lane(4, -2, [(-50.0, y + LANE_WIDTH), (-44.0, y + LANE_WIDTH)])
   approach.successors = [straight, right_turn]
-  return [approach, straight, right_turn, oncoming]
+  for lane in (straight, right_turn):
+    lane.predecessors = [approach]
+  return [approach, straight, right_turn, oncoming, bay]
 
 
 SPAWN_POINTS = [(0, s) for s in (20.0, 60.0, 100.0, 140.0, 180.0)] + [
@@ -259,6 +282,13 @@ class Waypoint:
       return [Waypoint(self._lane, target)]
     rest = target - self._lane.length
     return [Waypoint(lane, min(rest, lane.length)) for lane in self._lane.successors]
+
+  def previous(self, distance):
+    """Waypoints `distance` behind: one per predecessor when the lane starts within it."""
+    target = self.s - float(distance)
+    if target >= 0.0:
+      return [Waypoint(self._lane, target)]
+    return [Waypoint(lane, max(lane.length + target, 0.0)) for lane in self._lane.predecessors]
 
 
 class Map:
@@ -324,7 +354,8 @@ _VEHICLE_EXTENTS = {'vehicle.tesla.model3': (2.4, 1.05, 0.75),
 # CARLA's defaults for the attributes the adapter may set.
 _SENSOR_ATTRIBUTES = {
     'sensor.camera.rgb': {'image_size_x': '800', 'image_size_y': '600', 'fov': '90.0',
-                          'sensor_tick': '0.0'},
+                          'sensor_tick': '0.0', 'exposure_mode': 'histogram',
+                          'shutter_speed': '200.0', 'iso': '100.0', 'fstop': '1.4'},
     'sensor.lidar.ray_cast': {
         'range': '10.0', 'channels': '32', 'points_per_second': '56000',
         'rotation_frequency': '10.0', 'upper_fov': '10.0', 'lower_fov': '-30.0',
@@ -408,6 +439,10 @@ class _ActorState:
     self.rng = np.random.default_rng(actor_id)
     extent = _VEHICLE_EXTENTS.get(blueprint.id)
     self.extent = extent
+    self.vz = 0.0  # falling after a spawn above the ground
+    self.spawn_frame = self.grip_frame = 0
+    self.light_state, self.light_frozen, self.light_time = TrafficLightState.Green, False, 0.0
+    self.stop_waypoints = []
 
   @property
   def is_vehicle(self):
@@ -434,16 +469,26 @@ def _boxes_overlap(corners_a, corners_b):
   return True
 
 
+GRAVITY = 9.81
+# How long each state of an unfrozen traffic light lasts (s), and the next one.
+LIGHT_CYCLE = {TrafficLightState.Green: (10.0, TrafficLightState.Yellow),
+               TrafficLightState.Yellow: (3.0, TrafficLightState.Red),
+               TrafficLightState.Red: (10.0, TrafficLightState.Green)}
+
+
 class Simulator:
   """One simulated CARLA server (DOUBLE_ONLY): its world, actors, clock and TMs."""
 
   WHEELBASE = 2.9
   MAX_STEER_DEG = 35.0
+  SUSPENSION_TICKS = 3  # after landing, the wheels grip only from the tick after these
 
   def __init__(self, host, port, version=VERSION, map_name=TOWN):
     self.host, self.port, self.version = host, int(port), version
     self.map_name = map_name
     self.alive, self.hanging = True, False
+    self._back_at = None  # when a timed stall or crash ends
+    self._held = {}  # sensor type -> data held back (see hold)
     self.episode_ids = itertools.count(1000)
     self.ticking_clients = set()
     self._stream = queue.Queue()
@@ -453,23 +498,40 @@ class Simulator:
 
   # -- server-side controls for tests --
 
-  def hang(self):
-    """RPCs time out; the world and its actors stay (a stalled server)."""
+  def hang(self, seconds=None):
+    """RPCs time out; the world and its actors stay (a stalled server), for good or `seconds`."""
     self.hanging = True
+    self._back_at = None if seconds is None else time.monotonic() + seconds
 
   def resume(self):
-    self.hanging = False
+    self.hanging, self._back_at = False, None
 
-  def kill(self):
+  def kill(self, restart_after_s=None):
+    """The server dies; with restart_after_s a supervisor restarts it that much later."""
     self.alive = False
+    self._back_at = None if restart_after_s is None else time.monotonic() + restart_after_s
     with _LOCK:
       for key in [k for k, owner in _TRAFFIC_MANAGERS.items() if owner is self]:
         del _TRAFFIC_MANAGERS[key]
 
   def restart(self):
     """Back up with a fresh world: no actors, asynchronous default settings."""
-    self.alive, self.hanging = True, False
+    self.alive, self.hanging, self._back_at = True, False, None
     self._new_world()
+
+  def hold(self, type_id):
+    """Holds back the data of every sensor of `type_id`: it reaches the client late (release)."""
+    self._held.setdefault(type_id, [])
+
+  def release(self, type_id):
+    """Sends what `hold` kept back, in order, and waits until its callbacks have run."""
+    for item in self._held.pop(type_id, []):
+      self._stream.put(item)
+    self.drain()
+
+  def drain(self):
+    """Waits until every sensor datum sent so far has reached its callback."""
+    self._stream.join()
 
   def actors(self, role_prefix=''):
     return [a for a in self.actor_states.values()
@@ -487,8 +549,21 @@ class Simulator:
     self.actor_ids = itertools.count(1)
     self.tm_synchronous = {}
     self.weather = WeatherParameters.ClearNoon
+    # One traffic light at the fork; its stop line lies 4 m before it on the approach.
+    light = _ActorState(next(self.actor_ids), ActorBlueprint('traffic.traffic_light', {}),
+                        Transform(Location(97.0, 2.0 * LANE_WIDTH, 0.0), Rotation(yaw=180.0)),
+                        None)
+    approach = self.map._lanes[0]  # pylint: disable=protected-access
+    light.stop_waypoints = [Waypoint(approach, approach.length - 4.0)]
+    light.light_state = TrafficLightState.Red
+    self.actor_states[light.id] = light
 
   def check(self, timeout_s):
+    if self._back_at is not None and time.monotonic() >= self._back_at:
+      if self.alive:
+        self.resume()
+      else:
+        self.restart()
     if not self.alive or self.hanging:
       raise RuntimeError(
           'time-out of %dms while waiting for the simulator, make sure the simulator is '
@@ -501,11 +576,18 @@ class Simulator:
         callback(data)
       except Exception:  # pylint: disable=broad-except
         pass  # CARLA's stream threads swallow callback errors too
+      finally:
+        self._stream.task_done()
+
+  def _send(self, state, data):
+    held = self._held.get(state.type_id)
+    (self._stream.put if held is None else held.append)((state.callback, data))
 
   def spawn(self, blueprint, transform, parent_id=None):
     if parent_id is not None and parent_id not in self.actor_states:
       raise RuntimeError('Spawn failed because the parent actor was destroyed')
     state = _ActorState(next(self.actor_ids), blueprint, transform, parent_id)
+    state.spawn_frame = self.frame
     if state.is_vehicle:
       corners = self._corners(state)
       for other in self.actor_states.values():
@@ -539,6 +621,11 @@ class Simulator:
     for state in list(self.actor_states.values()):
       if state.is_vehicle:
         self._move(state, dt)
+      elif state.type_id == 'traffic.traffic_light' and not state.light_frozen:
+        state.light_time += dt
+        duration, following = LIGHT_CYCLE.get(state.light_state, (math.inf, None))
+        if state.light_time >= duration:
+          state.light_state, state.light_time = following, 0.0
     collisions = []
     vehicles = [s for s in self.actor_states.values() if s.is_vehicle]
     for a, b in itertools.combinations(vehicles, 2):
@@ -550,13 +637,24 @@ class Simulator:
       if state.type_id == 'sensor.other.collision':
         for actor, other in collisions:
           if actor.id == state.parent_id:
-            self._stream.put((state.callback, CollisionEvent(
-                self.frame, self.elapsed, None, Actor(self, actor.id), Actor(self, other.id))))
+            self._send(state, CollisionEvent(self.frame, self.elapsed, None,
+                                             Actor(self, actor.id), Actor(self, other.id)))
       else:
-        self._stream.put((state.callback, self._measure(state)))
+        self._send(state, self._measure(state))
     return self.frame
 
   def _move(self, state, dt):
+    if state.z > 0.0 or state.vz:
+      # Spawned above the ground: it drops, lands, and its suspension settles
+      # before the wheels grip; until then controls do nothing.
+      state.vz -= GRAVITY * dt
+      state.z = max(state.z + state.vz * dt, 0.0)
+      if state.z == 0.0:
+        state.vz = 0.0
+        state.grip_frame = self.frame + self.SUSPENSION_TICKS + 1
+      return
+    if self.frame < state.grip_frame:
+      return
     if state.autopilot_port is not None and state.lane is not None:
       lane, s = state.lane
       s += 6.0 * dt * (1.0 if self.tm_synchronous.get(state.autopilot_port) else 0.0)
@@ -582,14 +680,23 @@ class Simulator:
     if state.type_id == 'sensor.camera.rgb':
       width, height = int(attributes['image_size_x']), int(attributes['image_size_y'])
       bgra = np.zeros((height, width, 4), np.uint8)
-      bgra[: height // 2] = (200, 150, 90, 255)   # sky
-      bgra[height // 2:] = (90, 90, 90, 255)      # road
+      exposure = self._exposure(state)
+      bgra[: height // 2] = np.clip(np.array([200, 150, 90]) * exposure, 0, 255).tolist() + [255]
+      bgra[height // 2:] = np.clip(np.array([90, 90, 90]) * exposure, 0, 255).tolist() + [255]
       # Pixel (0, 0) carries the frame number: tests check what matched it.
       bgra[0, 0, 0], bgra[0, 0, 1] = self.frame % 256, (self.frame // 256) % 256
       return Image(self.frame, self.elapsed, transform, width, height, bgra.tobytes())
     return LidarMeasurement(self.frame, self.elapsed, transform,
                             self._lidar_points(state, xy, z, yaw).tobytes(),
                             int(attributes['channels']))
+
+  def _exposure(self, state):
+    """Brightness factor of a camera: auto-exposure starts bright and adapts; manual is fixed."""
+    attributes = state.attributes
+    if attributes['exposure_mode'] == 'histogram':
+      return 1.0 + 0.8 * math.exp(-(self.frame - state.spawn_frame) / 10.0)
+    return (float(attributes['iso']) / 100.0 * 200.0 / float(attributes['shutter_speed'])
+            * (1.4 / float(attributes['fstop']))**2)
 
   def _lidar_points(self, state, xy, z, yaw):
     """Ground rings and the sides of other vehicles, in the sensor frame, with drop-off."""
@@ -704,7 +811,12 @@ class Actor:
   def get_velocity(self):
     state = self._state()
     yaw = math.radians(state.yaw)
-    return Vector3D(state.speed * math.cos(yaw), state.speed * math.sin(yaw), 0.0)
+    return Vector3D(state.speed * math.cos(yaw), state.speed * math.sin(yaw), state.vz)
+
+  def set_transform(self, transform):
+    state = self._state()
+    state.xy = np.array([transform.location.x, transform.location.y])
+    state.z, state.yaw = transform.location.z, transform.rotation.yaw
 
   def destroy(self):
     self._simulator.check(2.0)
@@ -732,9 +844,29 @@ class Sensor(Actor):
     return self._state().callback is not None
 
 
+class TrafficLight(Actor):
+
+  def get_state(self):
+    return self._state().light_state
+
+  def set_state(self, state):
+    light = self._state()
+    light.light_state, light.light_time = int(state), 0.0
+
+  def freeze(self, freeze):
+    self._state().light_frozen = bool(freeze)
+
+  def is_frozen(self):
+    return self._state().light_frozen
+
+  def get_stop_waypoints(self):
+    return list(self._state().stop_waypoints)
+
+
 def _actor(simulator, actor_id):
   type_id = simulator.actor_states[actor_id].type_id
-  cls = Vehicle if type_id.startswith('vehicle.') else Sensor
+  cls = (Vehicle if type_id.startswith('vehicle.') else
+         TrafficLight if type_id.startswith('traffic.traffic_light') else Sensor)
   return cls(simulator, actor_id)
 
 
@@ -807,6 +939,11 @@ class World:
     if actor is None:
       raise RuntimeError('Spawn failed because of collision at spawn position')
     return actor
+
+  def freeze_all_traffic_lights(self, frozen):
+    for state in self._live().actor_states.values():
+      if state.type_id.startswith('traffic.traffic_light'):
+        state.light_frozen = bool(frozen)
 
   def get_actors(self, actor_ids=None):
     simulator = self._live()

@@ -478,12 +478,21 @@ def test_end_to_end_with_a_server():
   try:
     step = env.reset()
     assert step.is_first()
+    # What issue 22 changed, so far run against the double only (docs/carla.md).
+    # pylint: disable=protected-access
+    ego_id = env._ego.id
+    assert env._ego.attributes['role_name'] == carla_client.EGO_ROLE
+    camera = [s for s in env._sensors if s.type_id == 'sensor.camera.rgb'][0]
+    assert camera.attributes['exposure_mode'] == 'manual'
+    carla = carla_client.import_carla()
+    for light in carla_client.traffic_lights(env._world):
+      assert light.is_frozen() and light.get_state() == carla.TrafficLightState.Green
     array_spec.check_arrays_nest(step.observation, env.observation_spec())
     rng = np.random.default_rng(0)
     for _ in range(5):
       step = env.step(rng.uniform(-1.0, 1.0, 2).astype(np.float32))
       array_spec.check_arrays_nest(step.observation, env.observation_spec())
-      assert env.get_info()['reason'] != carla_reward.SIMULATOR_ERROR, env.get_info()
+      assert 'cut_short' not in env.get_info(), env.get_info()  # no simulator fault
       if step.is_last():
         break
     assert step.is_last()
@@ -491,12 +500,12 @@ def test_end_to_end_with_a_server():
     assert step.observation['birdeye'][:, :, 2].any()  # The ego box is drawn.
   finally:
     env.close()
-  carla = carla_client.import_carla()
   client = carla.Client(host, port)
   client.set_timeout(30.0)
   world = client.get_world()
   left = [a.type_id for a in world.get_actors()
-          if a.attributes.get('role_name', '').startswith(carla_client.ROLE_PREFIX)]
+          if a.attributes.get('role_name', '').startswith(carla_client.instance_tag(0) + '_')
+          or a.id == ego_id]
   assert not left, f'actors of the adapter left after close: {left}'
   settings = world.get_settings()
   assert not settings.synchronous_mode and not settings.fixed_delta_seconds

@@ -4,21 +4,26 @@ against the server double of tests/carla_double.py.
 The double replaces the CARLA server only; the adapter's client code is the
 one users run. A straight eastbound road (lane centre y = 1.75 m) forks at
 x = 100 m into straight on and a right turn; tests choose the ego's spawn
-point by setting carla_double.SPAWN_POINTS to (lane index, arc length).
+point by setting carla_double.SPAWN_POINTS to (lane index, arc length). Spawn
+points are 0.5 m up: a vehicle drops and lands before its wheels grip.
 """
 import sys
 
 import numpy as np
 import pytest
+from tf_agents.trajectories import policy_step
 from tf_agents.trajectories import time_step as ts
+from tf_agents.trajectories import trajectory
 
 import carla_double
 from planet_tfa.environments.carla import client as carla_client
 from planet_tfa.environments.carla import env as carla_env
 from planet_tfa.environments.carla import errors as carla_errors
+from planet_tfa.environments.carla import geometry as carla_geometry
 from planet_tfa.environments.carla import reward as carla_reward
 from planet_tfa.environments.carla import settings as carla_settings
 from planet_tfa.environments.carla import specs as carla_specs
+from planet_tfa.replay import observers
 
 THROTTLE, BRAKE = np.array([1.0, 0.0], np.float32), np.array([-1.0, 0.0], np.float32)
 
@@ -40,8 +45,8 @@ SETTINGS = dict(server=carla_settings.ServerSettings, world=carla_settings.World
 
 def make_env(seed=0, instance=0, **overrides):
   """CarlaEnv on the double with short time-outs; overrides per group, e.g. episode={...}."""
-  groups = dict(server=dict(timeout_s=1.0, reconnect_attempts=3, reconnect_initial_delay_s=0.01,
-                            reconnect_deadline_s=5.0),
+  groups = dict(server=dict(timeout_s=1.0, reconnect_attempts=20, reconnect_initial_delay_s=0.01,
+                            reconnect_max_delay_s=0.05, reconnect_deadline_s=5.0),
                 world=dict(num_vehicles=0), sensors=dict(timeout_s=2.0),
                 episode=dict(action_repeat=2, max_steps=60, stuck_steps=0))
   for group, values in overrides.items():
@@ -64,8 +69,25 @@ def drive(env, action, max_steps=200):
   raise AssertionError('the episode did not end')
 
 
-def ours(server):
-  return server.actors(carla_client.ROLE_PREFIX)
+def ours(server, instance=0):
+  """Actors of env instance `instance`: tagged with its number, and the egos its sensors ride."""
+  tagged = server.actors('%s_%d_' % (carla_client.ROLE_PREFIX, instance))
+  egos = {a.parent_id for a in tagged if a.parent_id is not None}
+  return tagged + [server.actor_states[i] for i in egos if i in server.actor_states]
+
+
+def hero(server):
+  """The server's state of the one ego vehicle: the one the camera rides."""
+  cameras = [a for a in server.actor_states.values() if a.type_id == 'sensor.camera.rgb']
+  assert len(cameras) == 1, cameras
+  return server.actor_states[cameras[0].parent_id]
+
+
+def place(actor_id, x, y, yaw=0.0):
+  """Moves an actor as another client would (Actor.set_transform)."""
+  world = carla_double.Client('localhost', 2000).get_world()
+  world.get_actors().find(actor_id).set_transform(carla_double.Transform(
+      carla_double.Location(x, y, 0.0), carla_double.Rotation(yaw=yaw)))
 
 
 def test_ticks_per_reset_and_step_and_sensor_data_of_the_ticked_frame(server):
@@ -75,11 +97,12 @@ def test_ticks_per_reset_and_step_and_sensor_data_of_the_ticked_frame(server):
   assert server.tm_synchronous == {8000: True}
   start = server.frame
   time_step = env.reset()
-  assert time_step.is_first() and server.frame == start + 1
+  settle = carla_settings.EpisodeSettings().settle_ticks
+  assert time_step.is_first() and server.frame == start + 1 + settle
   assert camera_frame(time_step.observation) == server.frame
   for k in range(1, 4):
     time_step = env.step(THROTTLE)
-    assert server.frame == start + 1 + 3 * k
+    assert server.frame == start + 1 + settle + 3 * k
     assert camera_frame(time_step.observation) == server.frame
   spec = carla_specs.observation_spec()
   for key, value in time_step.observation.items():
@@ -138,32 +161,35 @@ def test_taking_the_unplanned_branch_at_a_junction_keeps_driving(server, monkeyp
   assert replans > 0  # some seeds planned the right turn
 
 
-def test_a_stalled_server_truncates_then_reconnect_destroys_the_stale_actors(
+def test_a_stalled_server_cuts_the_episode_and_reconnect_destroys_the_stale_actors(
     server, monkeypatch):
   monkeypatch.setattr(carla_double, 'SPAWN_POINTS', [(0, 100.0), (1, 40.0), (2, 60.0)])
   env = make_env(world=dict(num_vehicles=2))
   env.reset()
-  assert len(ours(server)) == 1 + 3 + 2
-  server.hang()
+  stale = {a.id for a in ours(server)}
+  assert len(stale) == 1 + 3 + 2
+  server.hang(seconds=0.2)
   time_step = env.step(THROTTLE)
-  assert time_step.is_last() and time_step.discount == 1.0
-  assert env.get_info()['reason'] == carla_reward.SIMULATOR_ERROR
-  server.resume()
-  time_step = env.reset()
-  assert time_step.is_first()
-  assert len(ours(server)) == 1 + 3 + 2
+  # No made-up last step: the step reconnected and started a fresh episode.
+  assert time_step.is_first() and camera_frame(time_step.observation) == server.frame
+  assert env.get_info()['cut_short'] == carla_reward.SIMULATOR_ERROR
+  assert len(ours(server)) == 1 + 3 + 2 and not stale & {a.id for a in ours(server)}
   assert len([a for a in ours(server) if a.type_id.startswith('vehicle.')]) == 3
+  # A server that does not come back within the reconnect budget fails the step.
+  server.hang()
+  with pytest.raises(carla_errors.CarlaConnectionError, match='did not come back'):
+    env.step(THROTTLE)
+  server.resume()
+  assert env.reset().is_first() and len(ours(server)) == 1 + 3 + 2
   env.close()
 
 
 def test_a_restarted_server_is_reconnected_and_resynchronised(server):
   env = make_env()
   env.reset()
-  server.kill()
-  assert env.step(THROTTLE).discount == 1.0
-  server.restart()
-  time_step = env.reset()
-  assert camera_frame(time_step.observation) == server.frame
+  server.kill(restart_after_s=0.2)
+  time_step = env.step(THROTTLE)
+  assert time_step.is_first() and camera_frame(time_step.observation) == server.frame
   assert server.settings.synchronous_mode and len(ours(server)) == 4
   env.close()
 
@@ -229,7 +255,7 @@ def test_instances_use_their_own_simulator_and_traffic_manager_ports(server):
   first_env, second_env = make_env(), make_env(instance=1)
   first_env.reset()
   second_env.reset()
-  assert len(ours(server)) == 4 and len(ours(second)) == 4
+  assert len(ours(server)) == 4 and len(ours(second, 1)) == 4
   assert second.tm_synchronous == {8010: True}
   assert len(server.ticking_clients) == 1 and len(second.ticking_clients) == 1
   first_env.close()
@@ -241,3 +267,199 @@ def test_instances_use_their_own_simulator_and_traffic_manager_ports(server):
     carla_client.instance_ports(2000, 8000, 1, 2)
   with pytest.raises(ValueError, match='CarlaServer.tm_port=2002'):
     carla_client.instance_ports(2000, 2002)
+
+
+# ---- issue 22: the review's fixes, each through the double ----
+
+
+def test_collision_events_count_at_the_step_that_observes_their_frame(server):
+  """Sensor streams arrive in no fixed order across sensors: a collision event is
+  kept with its frame and counted by the first step that observes that frame,
+  however early or late it arrives; never wiped at the start of a step."""
+  env = make_env(episode=dict(action_repeat=1))
+  world = carla_double.Client('localhost', 2000).get_world()
+  bump = world.spawn_actor(world.get_blueprint_library().find('vehicle.audi.a2'),
+                           carla_double.Transform(carla_double.Location(-100.0, 1.75, 0.0)))
+
+  def touch_for_one_tick(tick):
+    ego = hero(server)
+    place(bump.id, ego.xy[0] + 4.0, ego.xy[1])  # overlaps the ego's front
+    result = tick()
+    place(bump.id, -100.0, 1.75)
+    return result
+
+  # A frame ticked between two steps (by another client): its event arrives
+  # before the step that first observes that frame.
+  env.reset()
+  touch_for_one_tick(world.tick)
+  server.drain()
+  assert env.step(BRAKE).is_last() and env.get_info()['reason'] == carla_reward.COLLISION
+
+  # The event of a step's own frame arrives after that step observed it:
+  # counted one step late, not lost.
+  env.reset()
+  server.hold('sensor.other.collision')
+  assert not touch_for_one_tick(lambda: env.step(BRAKE)).is_last()
+  server.release('sensor.other.collision')
+  assert env.step(BRAKE).is_last() and env.get_info()['reason'] == carla_reward.COLLISION
+
+  # One for a later frame than the observed one waits for that frame.
+  events = carla_client.FrameEvents()
+  for frame in (7, 9):
+    events.add(frame)
+  assert events.consume(8) == [7] and events.consume(8) == [] and events.consume(9) == [9]
+  env.close()
+
+
+class _RecordingWriter:
+  """Stands in for TF-Agents' Reverb writer: records the steps it is given."""
+
+  def __init__(self, steps):
+    self.steps = steps
+
+  def __call__(self, step):
+    self.steps.append(step)
+
+  def flush(self):
+    pass
+
+  def close(self):
+    pass
+
+
+def test_a_fault_mid_episode_writes_no_made_up_transition(server, monkeypatch):
+  """The episode observer (the replay's writer) gets what TF-Agents' drivers give
+  it; a stall mid-episode must not put a repeated observation or an invented
+  reward into the replay: the cut episode ends at its last real step."""
+  written = []
+  monkeypatch.setattr(observers.reverb_utils, 'ReverbAddTrajectoryObserver',
+                      lambda *args, **kwargs: _RecordingWriter(written))
+  writer = observers.ReverbEpisodeObserver(None, 9)
+  env = make_env(episode=dict(max_steps=8))
+  real = {}  # camera frame of a real observation -> the reward of the step taken from it
+  time_step = env.reset()
+  for step in range(30):
+    if step == 4:
+      server.hang(seconds=0.2)
+    next_time_step = env.step(THROTTLE)
+    # What DynamicEpisodeDriver hands its observers.
+    writer(trajectory.from_transition(time_step, policy_step.PolicyStep(THROTTLE),
+                                      next_time_step))
+    if not time_step.is_last() and not next_time_step.is_first() and (
+        env.get_info()['reason'] != carla_reward.SIMULATOR_ERROR):
+      real[camera_frame(time_step.observation)] = float(next_time_step.reward)
+    time_step = next_time_step
+    if writer.episodes_written == 2:
+      break
+  assert writer.episodes_written == 2 and writer.pending_steps == 0
+  episodes, episode = [], []
+  for item in written:
+    episode.append(item)
+    if item.is_boundary():
+      episodes.append(episode)
+      episode = []
+  assert [len(e) for e in episodes] == [4 + 1, 8 + 1]  # cut after 4 real steps; then 8
+  for episode in episodes:
+    frames = [camera_frame(item.observation) for item in episode]
+    assert all(b > a for a, b in zip(frames, frames[1:])), frames  # nothing repeated
+    for item in episode[:-1]:
+      assert float(item.reward) == real[camera_frame(item.observation)]  # nothing invented
+    assert episode[-2].is_last() and episode[-2].discount == 1.0  # a truncation
+    assert episode[-1].is_boundary()
+  # A fault at an episode's first step leaves no transition: nothing is written.
+  time_step = env.reset()
+  server.hang(seconds=0.2)
+  next_time_step = env.step(THROTTLE)
+  assert next_time_step.is_first()
+  writer(trajectory.from_transition(time_step, policy_step.PolicyStep(THROTTLE), next_time_step))
+  assert writer.episodes_written == 2 and writer.pending_steps == 0
+  env.close()
+
+
+def test_replanning_onto_a_lane_with_no_successor(server, monkeypatch):
+  """A bay beside the approach ends at x = -44 with no successor lane."""
+  monkeypatch.setattr(carla_double, 'SPAWN_POINTS', [(0, 65.0)])  # x = -55
+  env = make_env(episode=dict(action_repeat=1))
+  env.reset()
+  place(hero(server).id, -45.0, carla_double.LANE_WIDTH * 1.5)  # 1 m before the bay's end
+  time_step = env.step(BRAKE)
+  info = env.get_info()
+  assert info['route_replans'] == 1 and info['reason'] is None
+  assert abs(time_step.observation['state'][0]) < 0.5  # the bay is the route now
+  for _ in range(40):
+    if env.step(np.array([0.5, 0.0], np.float32)).is_last():
+      break
+  assert env.get_info()['reason'] == carla_reward.OFF_ROAD  # past its end
+  env.close()
+
+
+def test_two_envs_on_one_server_never_destroy_each_others_actors(server, monkeypatch):
+  """The ego is `hero` (large maps stream tiles around it); the other actors'
+  tag holds the env's instance number, and a connect destroys only its own."""
+  monkeypatch.setattr(carla_double, 'SPAWN_POINTS', [(0, 100.0), (0, 140.0)])
+  first = make_env()
+  first.reset()
+  # Instance 1 on the same server: its port setting undoes the instance shift.
+  second = make_env(instance=1, server=dict(port=1990, tm_port=7995))
+  assert len(ours(server, 0)) == 4  # connecting did not touch instance 0's actors
+  second.reset()
+  assert len(ours(server, 1)) == 4
+  egos = [a for a in server.actor_states.values() if a.is_vehicle]
+  assert [a.attributes['role_name'] for a in egos] == ['hero', 'hero']
+  assert {a.id for a in egos} == {a.parent_id for a in server.actors('planet_tfa')}
+  for env in (first, second):
+    env.step(BRAKE)
+    assert env.get_info()['reason'] is None
+  # Instance 0 crashes (no close): the next instance 0 cleans up after it, and only it.
+  successor = make_env()
+  assert not ours(server, 0) and len(ours(server, 1)) == 4
+  second.step(BRAKE)
+  assert second.get_info()['reason'] is None
+  successor.close()
+  second.close()
+  assert not [a for a in server.actor_states.values() if a.type_id != 'traffic.traffic_light']
+
+
+def test_traffic_lights_frozen_green_or_their_state_drawn_in_the_birdeye(server, monkeypatch):
+  # x = 80.2: the stop line (x = 96, 1 m long, a lane wide) lies 15.3-16.3 m ahead,
+  # rows 16-17 and columns 29-35 of the bird's-eye image.
+  monkeypatch.setattr(carla_double, 'SPAWN_POINTS', [(0, 200.2)])
+  light = next(a for a in server.actor_states.values() if a.type_id == 'traffic.traffic_light')
+  stop_line = (slice(16, 18), slice(29, 36), 1)
+  env = make_env()  # CarlaWorld.freeze_traffic_lights defaults to True
+  time_step = env.reset()
+  for _ in range(3):
+    time_step = env.step(BRAKE)
+  assert light.light_state == carla_double.TrafficLightState.Green and light.light_frozen
+  assert not time_step.observation['birdeye'][stop_line].any()
+  env.close()
+  assert not light.light_frozen  # close hands the lights back to their cycle
+
+  env = make_env(world=dict(freeze_traffic_lights=False))
+  env.reset()
+  handle = next(iter(carla_double.Client('localhost', 2000).get_world().get_actors().filter(
+      'traffic.traffic_light*')))
+  for state in ('Red', 'Yellow', 'Green'):
+    handle.set_state(getattr(carla_double.TrafficLightState, state))
+    birdeye = env.step(BRAKE).observation['birdeye']
+    assert (birdeye[stop_line] == carla_geometry.TRAFFIC_LIGHT_VALUES[state]).all(), state
+    lit = np.argwhere(birdeye[:, :, 1] > 0)
+    assert lit[:, 0].min() == 16 and lit[:, 0].max() == 17  # nothing else in that channel
+  env.close()
+
+
+def test_the_first_observation_comes_after_the_spawn_settles_with_a_fixed_exposure(server):
+  """Auto-exposure adapts over the first frames and a spawned car drops 0.5 m and
+  settles before its wheels grip: neither reaches the agent."""
+  env = make_env(episode=dict(stuck_steps=3, stuck_speed=0.5, max_steps=12))
+  time_step = env.reset()
+  camera = next(a for a in server.actor_states.values() if a.type_id == 'sensor.camera.rgb')
+  assert camera.attributes['exposure_mode'] == 'manual'
+  assert time_step.observation['state'][2] == 0.0  # landed and at rest
+  images = [time_step.observation['camera']]
+  while not time_step.is_last():
+    time_step = env.step(THROTTLE)
+    images.append(time_step.observation['camera'])
+  assert env.get_info()['reason'] == carla_reward.TIME_LIMIT  # the drop never counts as stuck
+  for image in images[1:]:
+    np.testing.assert_array_equal(image[1:], images[0][1:])  # row 0 carries the frame number

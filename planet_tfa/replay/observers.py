@@ -2,9 +2,15 @@
 
 `ReverbEpisodeObserver` buffers the steps of the running episode and hands
 them to TF-Agents' `ReverbAddTrajectoryObserver` only when the episode ends,
-so an episode cut short (a killed collector, a simulator crash) never reaches
-the table, and windows never span two episodes. Episodes shorter than the
-window are padded with zero boundary steps, which the world model masks.
+so an episode cut short (a killed collector) never reaches the table, and
+windows never span two episodes. Episodes shorter than the window are padded
+with zero boundary steps, which the world model masks.
+
+An env that abandons an episode mid-way (CarlaEnv after a simulator fault)
+returns the FIRST step of a new one where a MID or LAST step was due. The
+transition into it is made up, so it is not written: the abandoned episode
+ends at the last observation it has, as a truncation (discount 1), and only
+steps the simulator produced reach the table.
 
 `TFReverbObserver` lets the same Python observer run under a TF driver inside
 `tf.function`: it strips the batch dimension with `tf.numpy_function`.
@@ -13,6 +19,7 @@ import gin
 import numpy as np
 import tensorflow as tf
 from tf_agents.replay_buffers import reverb_utils
+from tf_agents.trajectories import time_step as ts
 from tf_agents.trajectories import trajectory as trajectory_lib
 
 from planet_tfa.replay import tables
@@ -38,16 +45,37 @@ class ReverbEpisodeObserver:
     self.steps_written = 0
 
   def __call__(self, trajectory):
+    if not trajectory.is_boundary() and trajectory.next_step_type == ts.StepType.FIRST:
+      self._end_cut_episode(trajectory)
+      return
     self._episode.append(trajectory)
     if trajectory.is_boundary():
-      for index, step in enumerate(self._episode):
-        self._writer(step)
-        if index % self.FLUSH_EVERY == self.FLUSH_EVERY - 1:
-          self._writer.flush()  # bounds the writer's unconfirmed items
-      self._writer.flush()
-      self.episodes_written += 1
-      self.steps_written += len(self._episode)
-      self._episode = []
+      self._write_episode()
+
+  def _end_cut_episode(self, into_next):
+    """The env abandoned the episode after `into_next`'s observation: end it there.
+
+    The step before becomes the last one; `into_next`, whose observation is the
+    last real one and whose reward and discount are a FIRST step's (0 and 1,
+    what every boundary carries), becomes the boundary. A cut at the first step
+    leaves no transition: nothing is written.
+    """
+    if not self._episode:
+      return
+    last = np.asarray(ts.StepType.LAST, into_next.step_type.dtype)
+    self._episode[-1] = self._episode[-1].replace(next_step_type=last)
+    self._episode.append(into_next.replace(step_type=last))
+    self._write_episode()
+
+  def _write_episode(self):
+    for index, step in enumerate(self._episode):
+      self._writer(step)
+      if index % self.FLUSH_EVERY == self.FLUSH_EVERY - 1:
+        self._writer.flush()  # bounds the writer's unconfirmed items
+    self._writer.flush()
+    self.episodes_written += 1
+    self.steps_written += len(self._episode)
+    self._episode = []
 
   @property
   def pending_steps(self):

@@ -16,9 +16,14 @@ from planet_tfa.environments.carla import errors
 CARLA_VERSION = '0.9.16'
 INSTALL_HINT = "pip install -e '.[carla]'   (installs carla==%s)" % CARLA_VERSION
 
-# Every actor this adapter spawns carries a role_name with this prefix, so a
-# new process can find and destroy what a crashed one left in the world.
+# Every actor this adapter spawns but the ego carries a role_name starting
+# with its instance's tag, ROLE_PREFIX + '_<instance>' (instance_tag), so a new
+# process can find and destroy what a crashed one of the same instance left in
+# the world, and nothing of another instance on the same server.
 ROLE_PREFIX = 'planet_tfa'
+# The ego's role_name: CARLA streams the tiles of large maps around the
+# vehicle called 'hero'. Leftover egos are found by the tagged sensors on them.
+EGO_ROLE = 'hero'
 # CARLA's server listens on port, port + 1 (streaming) and port + 2.
 SERVER_PORTS = 3
 
@@ -135,19 +140,56 @@ def load_town(client, world, town, timeout_s, load_world_timeout_s):
   return world, town_map
 
 
-def destroy_leftovers(client, world):
-  """Destroys actors tagged ROLE_PREFIX: a crashed run's, or ours before a fault."""
+def instance_tag(instance):
+  """'planet_tfa_<instance>': the role_name prefix of env instance K's actors."""
+  return '%s_%d' % (ROLE_PREFIX, int(instance))
+
+
+def destroy_leftovers(client, world, tag, ego_ids=()):
+  """Destroys what an earlier env with this tag left: a crashed run's, or ours before a fault.
+
+  Actors whose role_name starts with `tag` + '_' are its, and so is the ego
+  (role_name 'hero') that its sensors ride. `ego_ids`: egos of this world this
+  process spawned and lost track of in a fault (before any sensor was on them).
+  """
   carla = import_carla()
-  leftovers = [actor for actor in world.get_actors()
-               if actor.attributes.get('role_name', '').startswith(ROLE_PREFIX)]
+  actors = list(world.get_actors())
+  tagged = [actor for actor in actors
+            if actor.attributes.get('role_name', '').startswith(tag + '_')]
+  ego_ids = set(ego_ids)
+  for actor in tagged:
+    parent = actor.parent
+    if parent is not None:
+      ego_ids.add(parent.id)
+  tagged_ids = {actor.id for actor in tagged}
+  leftovers = tagged + [actor for actor in actors
+                        if actor.id in ego_ids and actor.id not in tagged_ids]
   if not leftovers:
     return
-  logging.warning('destroying %d actor(s) an earlier run of this adapter left in the '
-                  'world', len(leftovers))
+  logging.warning('destroying %d actor(s) an earlier run of this adapter (%s) left in the '
+                  'world', len(leftovers), tag)
   # Sensors first: their streams must not outlive the vehicles they ride on.
   leftovers.sort(key=lambda actor: not actor.type_id.startswith('sensor.'))
   client.apply_batch_sync([carla.command.DestroyActor(actor.id) for actor in leftovers],
                           False)
+
+
+def traffic_lights(world):
+  return list(world.get_actors().filter('traffic.traffic_light*'))
+
+
+def freeze_traffic_lights_green(carla, lights):
+  for light in lights:
+    light.set_state(carla.TrafficLightState.Green)
+    light.freeze(True)
+
+
+def unfreeze_traffic_lights(world):
+  """Hands the lights back to their cycle; failures are logged, not raised."""
+  try:
+    world.freeze_all_traffic_lights(False)
+  except RuntimeError as error:
+    logging.warning('could not unfreeze the traffic lights: %s', error)
 
 
 def set_synchronous(world, fixed_delta_seconds, no_rendering_mode):
@@ -277,6 +319,35 @@ class SensorBuffer:
 
   def __len__(self):
     return len(self._items)
+
+
+class FrameEvents:
+  """Frames of events (collisions) from a sensor thread, consumed up to an observed frame.
+
+  Streams of different sensors arrive in no fixed order: the collision of frame
+  N may come before the step that first observes frame N starts (another
+  client ticked), or after that step has read its camera image. Kept with
+  their frame, events count at the first step that observes their frame or a
+  later one: never lost, never early.
+  """
+
+  def __init__(self):
+    self._frames = []
+    self._lock = threading.Lock()
+
+  def add(self, frame):
+    with self._lock:
+      self._frames.append(int(frame))
+
+  def consume(self, frame):
+    """Removes and returns the frames up to `frame`, in order; later ones stay."""
+    with self._lock:
+      due = sorted(f for f in self._frames if f <= frame)
+      self._frames = [f for f in self._frames if f > frame]
+    return due
+
+  def __len__(self):
+    return len(self._frames)
 
 
 def wait_for_frame(sensor_queue, frame, timeout_s, clock=time.monotonic):

@@ -28,14 +28,19 @@ class CarlaEnv(py_environment.PyEnvironment):
   """Ego vehicle in synchronous CARLA with Traffic-Manager traffic; one tick per repeat.
 
   Connects in the constructor (fails fast with CarlaConnectionError). A
-  simulator fault mid-episode ends the episode as a truncation with reason
-  'simulator_error'; the next reset reconnects with exponential backoff.
+  simulator fault mid-episode cuts the episode at its last real step: the
+  step reconnects with exponential backoff and returns the FIRST step of a
+  new episode (get_info()['cut_short'] == 'simulator_error'), never a made-up
+  last step; the replay's episode writer (replay/observers.py) ends the cut
+  episode at the last observation it has, as a truncation. A server that does
+  not come back fails the step with CarlaConnectionError.
 
   One env owns one server's world: it ticks it, and on connect it destroys
-  every actor tagged with ROLE_PREFIX (what a crashed run of this adapter
-  left) and sets the world settings explicitly. Close it (or use it as a
-  context manager) to put the world back in asynchronous mode: a synchronous
-  server left without its ticking client freezes every later client.
+  what an earlier env of its instance left (actors tagged
+  client.instance_tag(instance), and the `hero` ego their sensors ride) and
+  sets the world settings explicitly. Close it (or use it as a context
+  manager) to put the world back in asynchronous mode: a synchronous server
+  left without its ticking client freezes every later client.
 
   Its settings come in groups (settings.py: CarlaServer, CarlaWorld,
   CarlaSensors, CarlaLidar, CarlaRoute, CarlaReward, CarlaEpisode). `instance`
@@ -61,6 +66,7 @@ class CarlaEnv(py_environment.PyEnvironment):
     self._episode_settings = episode or settings.EpisodeSettings()
     self._port, self._tm_port = client.instance_ports(server.port, server.tm_port, instance,
                                                       server.port_stride)
+    self._tag = client.instance_tag(instance)
     self._dt = world.fixed_delta_seconds
     self._step_seconds = self._dt * self._episode_settings.action_repeat
     self._geometry = geometry.birdeye_geometry(sensors.image_size, sensors.meters_per_pixel,
@@ -72,6 +78,10 @@ class CarlaEnv(py_environment.PyEnvironment):
 
     self._carla = None
     self._client = self._world = self._map = self._traffic_manager = None
+    self._world_id = None
+    self._lost_ego = None  # (world id, actor id) of an ego a fault made this env forget
+    self._stop_lines = None  # (PolygonIndex, light per polygon) unless lights are frozen
+    self._light_values = {}
     self._road_quads_by_map = {}
     self._needs_reconnect = False
     self._clear_episode_state()
@@ -96,7 +106,7 @@ class CarlaEnv(py_environment.PyEnvironment):
     return self._action_spec
 
   def get_info(self):
-    """{'reason': None | 'collision' | ... | 'simulator_error', reward terms, ...}."""
+    """{'reason': None | 'collision' | ..., reward terms, ...}; after a fault also 'cut_short'."""
     return dict(self._info)
 
   def render(self, mode='rgb_array'):
@@ -115,12 +125,36 @@ class CarlaEnv(py_environment.PyEnvironment):
     self._world = self._client.get_world()  # what close() restores if loading fails
     self._world, self._map = client.load_town(self._client, self._world, world.town,
                                               server.timeout_s, server.load_world_timeout_s)
-    client.destroy_leftovers(self._client, self._world)
+    self._world_id = self._world.id
+    lost = self._lost_ego
+    client.destroy_leftovers(self._client, self._world, self._tag,
+                             [lost[1]] if lost and lost[0] == self._world_id else [])
+    self._lost_ego = None
     client.set_synchronous(self._world, self._dt, world.no_rendering_mode)
     self._traffic_manager = client.synchronous_traffic_manager(
         self._client, self._tm_port, server.host, self._port, self._seed)
     client.set_weather(self._world, world.weather)
+    self._set_up_traffic_lights()
     self._world.tick(server.timeout_s)
+
+  def _set_up_traffic_lights(self):
+    """Freezes the lights green (CarlaWorld.freeze_traffic_lights), else indexes their stop lines."""
+    lights = client.traffic_lights(self._world)
+    self._stop_lines = None
+    if self._world_settings.freeze_traffic_lights:
+      client.freeze_traffic_lights_green(self._carla, lights)
+      return
+    self._light_values = {int(getattr(self._carla.TrafficLightState, name)): value
+                          for name, value in geometry.TRAFFIC_LIGHT_VALUES.items()}
+    polygons, owners = [], []
+    for light in lights:
+      for stop in light.get_stop_waypoints():  # one per lane the light controls
+        location = stop.transform.location
+        polygons.append(geometry.box_polygon(
+            [location.x, location.y], stop.transform.rotation.yaw,
+            0.5 * geometry.STOP_LINE_LENGTH, 0.5 * stop.lane_width))
+        owners.append(light)
+    self._stop_lines = (geometry.PolygonIndex(np.reshape(polygons, (-1, 4, 2))), owners)
 
   def _reconnect_with_backoff(self):
     """After a fault: reconnect with backoff, giving up with CarlaConnectionError.
@@ -131,6 +165,9 @@ class CarlaEnv(py_environment.PyEnvironment):
     """
     where = '%s:%s' % (self._server_settings.host, self._port)
     logging.warning('reconnecting to CARLA at %s', where)
+    if self._ego is not None:
+      # Its sensors may not be on it yet: remember it, for the same world only.
+      self._lost_ego = (self._world_id, self._ego.id)
     for sensor in self._sensors:
       try:
         sensor.stop()
@@ -156,6 +193,8 @@ class CarlaEnv(py_environment.PyEnvironment):
     try:
       self._destroy_actors()
     finally:
+      if self._world is not None and self._world_settings.freeze_traffic_lights:
+        client.unfreeze_traffic_lights(self._world)
       client.restore_asynchronous(self._world, self._traffic_manager)
       self._client = self._world = self._map = self._traffic_manager = None
 
@@ -167,7 +206,8 @@ class CarlaEnv(py_environment.PyEnvironment):
     self._traffic = []
     self._camera_queue = client.SensorBuffer(self._sensor_settings.buffer_size)
     self._lidar_queue = client.SensorBuffer(self._sensor_settings.buffer_size)
-    self._collision_frames = []
+    self._collisions = client.FrameEvents()
+    self._first_frame = 0  # the episode's first observed frame: contacts up to it are the spawn's
     self._route_waypoints = []
     self._route_xy = np.zeros((0, 2))
     self._route_arc = np.zeros((0,))
@@ -202,7 +242,7 @@ class CarlaEnv(py_environment.PyEnvironment):
 
   def _spawn_ego(self, spawn_points):
     blueprint = self._world.get_blueprint_library().find(self._world_settings.ego_blueprint)
-    blueprint.set_attribute('role_name', client.ROLE_PREFIX + '_hero')
+    blueprint.set_attribute('role_name', client.EGO_ROLE)
     order = self._rng.permutation(len(spawn_points))
     for index in order[:self._world_settings.spawn_retries]:
       lane = self._map.get_waypoint(spawn_points[index].location)
@@ -219,10 +259,8 @@ class CarlaEnv(py_environment.PyEnvironment):
   def _spawn_sensors(self):
     carla, library = self._carla, self._world.get_blueprint_library()
     camera_bp = library.find('sensor.camera.rgb')
-    sensors = self._sensor_settings
-    camera_bp.set_attribute('image_size_x', str(sensors.image_size))
-    camera_bp.set_attribute('image_size_y', str(sensors.image_size))
-    camera_bp.set_attribute('fov', str(sensors.camera_fov))
+    for key, value in self._sensor_settings.camera_attributes().items():
+      camera_bp.set_attribute(key, value)
     lidar_bp = library.find('sensor.lidar.ray_cast')
     # One full turn per tick, so every tick's sweep covers 360 degrees.
     for key, value in self._lidar_settings.blueprint_attributes(self._dt).items():
@@ -230,7 +268,7 @@ class CarlaEnv(py_environment.PyEnvironment):
     collision_bp = library.find('sensor.other.collision')
     for blueprint, name in ((camera_bp, 'camera'), (lidar_bp, 'lidar'),
                             (collision_bp, 'collision')):
-      blueprint.set_attribute('role_name', '%s_%s' % (client.ROLE_PREFIX, name))
+      blueprint.set_attribute('role_name', '%s_%s' % (self._tag, name))
     camera = self._world.spawn_actor(
         camera_bp, carla.Transform(carla.Location(x=1.5, z=2.0)), attach_to=self._ego)
     self._sensors.append(camera)
@@ -243,8 +281,8 @@ class CarlaEnv(py_environment.PyEnvironment):
     self._sensors.append(collision)
     camera.listen(self._camera_queue.put)
     lidar.listen(self._lidar_queue.put)
-    frames = self._collision_frames  # No reference to self inside CARLA's thread.
-    collision.listen(lambda event: frames.append(event.frame))
+    events = self._collisions  # No reference to self inside CARLA's thread.
+    collision.listen(lambda event: events.add(event.frame))
 
   def _spawn_traffic(self, spawn_points, ego_index):
     if self._world_settings.num_vehicles <= 0:
@@ -257,7 +295,7 @@ class CarlaEnv(py_environment.PyEnvironment):
     batch = []
     for index in free[:self._world_settings.num_vehicles]:
       blueprint = blueprints[self._rng.integers(len(blueprints))]
-      blueprint.set_attribute('role_name', client.ROLE_PREFIX + '_traffic')
+      blueprint.set_attribute('role_name', self._tag + '_traffic')
       batch.append(command.SpawnActor(blueprint, spawn_points[index]).then(
           command.SetAutopilot(command.FutureActor, True, self._tm_port)))
     responses = self._client.apply_batch_sync(batch, True)
@@ -293,12 +331,20 @@ class CarlaEnv(py_environment.PyEnvironment):
         widths[1:]))
 
   def _replan_from(self, waypoint, ego_xy):
-    """Restarts the route at `waypoint`, keeping the arc length continuous.
+    """Restarts the route at `waypoint`, keeping the arc length continuous; False: kept the plan.
 
     The new route's arc length at the ego equals the last step's, so the step
     that re-plans earns no progress rather than a jump of either sign.
     """
-    self._route_waypoints = [waypoint]
+    waypoints = [waypoint]
+    if not waypoint.next(self._route_settings.spacing):
+      # No lane follows (a dead end): start one spacing back, so the route
+      # has a segment under the ego; a lane too short for that is not followed.
+      behind = waypoint.previous(self._route_settings.spacing)
+      if not behind:
+        return False
+      waypoints = [behind[0], waypoint]
+    self._route_waypoints = waypoints
     self._route_arc = np.zeros((0,))
     self._route_arc_origin = self._arc_length
     self._extend_route()
@@ -308,6 +354,7 @@ class CarlaEnv(py_environment.PyEnvironment):
     self._route_arc = self._route_arc + shift
     self._route_segment = 0
     self._route_replans += 1
+    return True
 
   def _road_quads(self):
     """Lane quads of every driving lane of the map, built once per map."""
@@ -350,31 +397,32 @@ class CarlaEnv(py_environment.PyEnvironment):
     start = self._map.get_waypoint(spawn_points[ego_index].location)
     self._route_waypoints = [start]
     self._extend_route()
-    frame = self._world.tick(self._server_settings.timeout_s)
-    self._collision_frames.clear()  # Spawning can touch the ground hard.
+    # The ego drops from the spawn point, lands and settles, braked, before
+    # the first observation: no landing, no start-up frame reaches the agent.
+    self._ego.apply_control(self._carla.VehicleControl(brake=1.0))
+    for _ in range(1 + max(self._episode_settings.settle_ticks, 0)):
+      frame = self._world.tick(self._server_settings.timeout_s)
     observation, _ = self._observe(frame)
+    self._first_frame = frame
+    self._collisions.consume(frame)  # Landing can touch the ground hard.
     self._last_observation = observation
     return ts.restart(observation)
 
   def _step(self, action):
     throttle, brake, steer = specs.action_to_control(action)
     try:
-      self._collision_frames.clear()
       self._ego.apply_control(self._carla.VehicleControl(
           throttle=throttle, brake=brake, steer=steer))
       for _ in range(self._episode_settings.action_repeat):
         frame = self._world.tick(self._server_settings.timeout_s)
       observation, measurements = self._observe(frame)
     except errors.SIMULATOR_FAULTS as error:
-      # Not the agent's fault: a truncation, so no false terminal is learnt.
-      logging.error('CARLA fault mid-episode, ending it as %s: %s', reward.SIMULATOR_ERROR,
-                    error)
-      self._needs_reconnect = True
-      self._info = {'reason': reward.SIMULATOR_ERROR, 'error': str(error)}
-      return ts.truncation(self._last_observation, np.float32(0.0), discount=1.0)
+      return self._restart_after_fault(error)
 
     self._step_count += 1
-    collided = bool(self._collision_frames)
+    # Every contact up to the observed frame, also one that arrived late; a
+    # spawn's late one (up to the first frame) does not count.
+    collided = any(f > self._first_frame for f in self._collisions.consume(frame))
     progress = measurements['arc_length'] - self._arc_length
     self._arc_length = measurements['arc_length']
     episode = self._episode_settings
@@ -399,6 +447,21 @@ class CarlaEnv(py_environment.PyEnvironment):
     return reward.make_time_step(observation, sum(terms.values()), reason,
                                  episode.terminal_reasons)
 
+  def _restart_after_fault(self, error):
+    """Cuts the episode at its last real step: reconnects and returns a new episode's FIRST step.
+
+    Not the agent's fault, so no terminal; and no made-up last step either
+    (the last observation again with reward 0 would be a transition the
+    simulator never produced). The FIRST step right after a MID one tells the
+    replay's episode writer that the episode ended at the observation it has.
+    """
+    logging.error('CARLA fault after %d steps of the episode (%s): cutting it at its last '
+                  'real step and reconnecting', self._step_count, error)
+    self._needs_reconnect = True
+    time_step = self._reset()
+    self._info = dict(self._info, cut_short=reward.SIMULATOR_ERROR, error=str(error))
+    return time_step
+
   def _observe(self, frame):
     """Sensor data of `frame` plus the ego's pose -> (observation dict, measurements)."""
     camera = client.wait_for_frame(self._camera_queue, frame, self._sensor_settings.timeout_s)
@@ -420,8 +483,8 @@ class CarlaEnv(py_environment.PyEnvironment):
       # The ego left the planned branch for another legal lane (the other
       # turn at a junction, a lane change): the sensors cannot show which
       # branch was planned, so follow the lane it took instead of punishing it.
-      self._replan_from(lane, ego_xy)
-      projection = route.project_onto_route(self._route_xy, ego_xy, 0, 25, self._route_arc)
+      if self._replan_from(lane, ego_xy):
+        projection = route.project_onto_route(self._route_xy, ego_xy, 0, 25, self._route_arc)
     self._route_segment = projection.segment
     on_lane = lane is not None
 
@@ -435,6 +498,13 @@ class CarlaEnv(py_environment.PyEnvironment):
                                                other_box.extent.x, other_box.extent.y))
     ego_centre = transform.transform(box.location)
     radius = geometry.view_radius(self._geometry)
+    stop_lines = collections.defaultdict(list)
+    if self._stop_lines is not None:
+      index, lights = self._stop_lines
+      for k in np.flatnonzero(index.near_mask(ego_xy, radius)):
+        value = self._light_values.get(int(lights[k].get_state()))
+        if value:
+          stop_lines[value].append(index.polygons[k])
     birdeye = geometry.render_semantic_birdeye(
         self._geometry, ego_xy, ego_yaw,
         road_polygons=self._road_quads().near(ego_xy, radius),
@@ -442,7 +512,8 @@ class CarlaEnv(py_environment.PyEnvironment):
         vehicle_polygons=geometry.cull_polygons(np.reshape(others_boxes, (-1, 4, 2)), ego_xy,
                                                 radius),
         ego_polygon=geometry.box_polygon([ego_centre.x, ego_centre.y], ego_yaw, box.extent.x,
-                                         box.extent.y))
+                                         box.extent.y),
+        stop_lines=[(np.array(polygons), value) for value, polygons in stop_lines.items()])
     lidar_settings = self._lidar_settings
     lidar_image = geometry.lidar_to_birdeye(
         geometry.lidar_to_points(lidar), self._geometry, lidar_range=lidar_settings.range,

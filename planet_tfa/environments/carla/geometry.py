@@ -17,6 +17,10 @@ ROAD_VALUE = 128
 ROUTE_VALUE = 255
 VEHICLE_VALUE = 255
 EGO_VALUE = 255
+# A traffic light's stop line, in the vehicles' channel (under the vehicles),
+# by carla.TrafficLightState name; drawn unless the lights are frozen green.
+TRAFFIC_LIGHT_VALUES = {'Red': 192, 'Yellow': 128, 'Green': 64}
+STOP_LINE_LENGTH = 1.0  # metres along the lane
 
 
 BirdeyeGeometry = collections.namedtuple(
@@ -122,9 +126,12 @@ class PolygonIndex:
     self.radii = np.linalg.norm(self.polygons - self.centres[:, None], axis=-1).max(
         axis=1, initial=0.0)
 
-  def near(self, xy, radius):
+  def near_mask(self, xy, radius):
     distance = np.linalg.norm(self.centres - np.asarray(xy, np.float64), axis=-1)
-    return self.polygons[distance <= radius + self.radii]
+    return distance <= radius + self.radii
+
+  def near(self, xy, radius):
+    return self.polygons[self.near_mask(xy, radius)]
 
 
 def cull_polygons(polygons, ego_xy, radius):
@@ -144,17 +151,21 @@ def view_radius(geometry):
 
 
 def render_semantic_birdeye(geometry, ego_xy, ego_yaw_deg, road_polygons=(),
-                            route_polygons=(), vehicle_polygons=(), ego_polygon=None):
+                            route_polygons=(), vehicle_polygons=(), ego_polygon=None,
+                            stop_lines=()):
   """World-frame polygons -> uint8 [S, S, 3] mask in the ego frame.
 
   Channel 0: road (ROAD_VALUE), overdrawn by the planned route (ROUTE_VALUE).
-  Channel 1: other vehicles' boxes. Channel 2: the ego's box.
+  Channel 1: traffic lights' stop lines, `stop_lines` = [(polygons, value)]
+  (TRAFFIC_LIGHT_VALUES), overdrawn by other vehicles' boxes. Channel 2: the
+  ego's box.
   """
   size = geometry.image_size
   mask = np.zeros((size, size, 3), np.uint8)
-  layers = ((0, road_polygons, ROAD_VALUE), (0, route_polygons, ROUTE_VALUE),
-            (1, vehicle_polygons, VEHICLE_VALUE),
-            (2, [] if ego_polygon is None else [ego_polygon], EGO_VALUE))
+  layers = ((0, road_polygons, ROAD_VALUE), (0, route_polygons, ROUTE_VALUE))
+  layers += tuple((1, polygons, value) for polygons, value in stop_lines)
+  layers += ((1, vehicle_polygons, VEHICLE_VALUE),
+             (2, [] if ego_polygon is None else [ego_polygon], EGO_VALUE))
   for channel, polygons, value in layers:
     polygons = np.asarray(polygons, np.float64)
     if not polygons.size:

@@ -8,7 +8,7 @@ COLLISION = 'collision'
 OFF_ROAD = 'off_road'
 STUCK = 'stuck'
 TIME_LIMIT = 'time_limit'
-SIMULATOR_ERROR = 'simulator_error'
+SIMULATOR_ERROR = 'simulator_error'  # why an episode was cut short (CarlaEnv: 'cut_short')
 # Only these end the MDP (discount 0). 'stuck' and 'time_limit' are cut-offs
 # of a process that would go on, so they bootstrap (discount 1).
 TERMINAL_REASONS = (COLLISION, OFF_ROAD)
@@ -73,8 +73,8 @@ def termination_reason(collided, off_road, slow_steps, step_count, stuck_steps=1
 def make_time_step(observation, reward, reason, terminal_reasons=TERMINAL_REASONS):
   """MID for no reason; LAST with discount 0 for terminal reasons, else discount 1.
 
-  Truncations (time limit, stuck, simulator error) keep discount 1 so the
-  critic bootstraps instead of learning a false terminal value.
+  Truncations (time limit, stuck) keep discount 1 so the critic bootstraps
+  instead of learning a false terminal value.
   """
   reward = np.asarray(reward, np.float32)
   if reason is None:

@@ -3,12 +3,13 @@
 Each group is a frozen dataclass and a gin configurable under a short name:
 
   CarlaServer   where the server is, its ports, time-outs and reconnecting
-  CarlaWorld    the scenario: town, weather, traffic, ego vehicle, tick length
-  CarlaSensors  camera, bird's-eye scale, the state's front-distance cap, sensor delivery
+  CarlaWorld    the scenario: town, weather, traffic, traffic lights, ego vehicle, tick length
+  CarlaSensors  camera and its exposure, bird's-eye scale, the state's front-distance cap,
+                sensor delivery
   CarlaLidar    the lidar blueprint and how its sweep becomes an image
   CarlaRoute    how the route ahead is planned and re-planned
   CarlaReward   reward weights
-  CarlaEpisode  agent steps and what ends an episode
+  CarlaEpisode  agent steps, the settling after a spawn, and what ends an episode
 
 e.g. `CarlaServer.port = 2000`, `CarlaLidar.range = 32.0`, `CarlaEpisode.max_steps = 1000`.
 `seed` and `instance` stay on CarlaEnv: the program passes them per env. The
@@ -66,9 +67,15 @@ class WorldSettings:
   spawn_retries: int = 20
   fixed_delta_seconds: float = 0.05  # one tick: 20 Hz
   no_rendering_mode: bool = False  # the camera needs rendering
+  # Every traffic light green and frozen: the camera at 64 px barely shows a
+  # light's colour, so a red one would be a penalty the policy cannot see
+  # coming. False: the lights cycle and their state is drawn in the bird's-eye
+  # mask (geometry.TRAFFIC_LIGHT_VALUES).
+  freeze_traffic_lights: bool = True
 
   def __post_init__(self):
-    _coerce(self, num_vehicles=int, fixed_delta_seconds=float, no_rendering_mode=bool)
+    _coerce(self, num_vehicles=int, fixed_delta_seconds=float, no_rendering_mode=bool,
+            freeze_traffic_lights=bool)
 
 
 @gin.configurable('CarlaSensors')
@@ -77,6 +84,13 @@ class SensorSettings:
   """Camera and bird's-eye images, the state's front-distance cap, sensor data delivery."""
   image_size: int = 64  # every image observation is image_size x image_size
   camera_fov: float = 90.0
+  # CARLA's default auto-exposure ('histogram') adapts over the first frames of
+  # every new camera, i.e. of every episode; a manual exposure looks the same
+  # from the first frame. 'histogram' restores CARLA's default.
+  camera_exposure_mode: str = 'manual'
+  camera_shutter_speed: float = 200.0  # 1/s; these three only with 'manual' (CARLA's defaults)
+  camera_iso: float = 100.0
+  camera_fstop: float = 1.4
   meters_per_pixel: float = 0.5  # 32 m x 32 m around the ego at 64 px
   ego_position: tuple = (0.75, 0.5)  # (row, col) fractions: 24 m ahead, 8 m behind
   front_max_distance: float = 50.0
@@ -85,6 +99,15 @@ class SensorSettings:
 
   def __post_init__(self):
     _coerce(self, ego_position=tuple, buffer_size=int)
+
+  def camera_attributes(self):
+    """Attributes of sensor.camera.rgb, as strings."""
+    attributes = dict(image_size_x=self.image_size, image_size_y=self.image_size,
+                      fov=self.camera_fov, exposure_mode=self.camera_exposure_mode)
+    if self.camera_exposure_mode == 'manual':
+      attributes.update(shutter_speed=self.camera_shutter_speed, iso=self.camera_iso,
+                        fstop=self.camera_fstop)
+    return {key: str(value) for key, value in attributes.items()}
 
 
 @gin.configurable('CarlaLidar')
@@ -148,8 +171,12 @@ class RewardSettings:
 @gin.configurable('CarlaEpisode')
 @dataclasses.dataclass(frozen=True)
 class EpisodeSettings:
-  """What one agent step is, and what ends an episode."""
+  """What one agent step is, how an episode starts, and what ends it."""
   action_repeat: int = 2  # ticks per agent step
+  # Ticks between spawning and the first observation (0.5 s at 20 Hz): spawn
+  # points are above the ground, so the ego drops, lands and settles, and the
+  # sensors start up, before the agent sees or is scored on anything.
+  settle_ticks: int = 10
   max_steps: int = 1000  # agent steps before a time-limit truncation
   off_road_distance: float = 3.0  # metres off the route centre
   stuck_speed: float = 0.5  # m/s
@@ -157,4 +184,4 @@ class EpisodeSettings:
   terminal_reasons: tuple = reward.TERMINAL_REASONS  # the others are truncations
 
   def __post_init__(self):
-    _coerce(self, action_repeat=int, terminal_reasons=tuple)
+    _coerce(self, action_repeat=int, settle_ticks=int, terminal_reasons=tuple)

@@ -24,7 +24,8 @@ def _report(path=os.environ.get('CARLA_DOUBLE_REPORT')):
   if not path:
     return
   report = {str(server.port): {
-      'adapter_actors': len(server.actors('planet_tfa')),
+      # Tagged planet_tfa_<instance>_..., and the ego: role_name 'hero'.
+      'adapter_actors': len(server.actors('planet_tfa')) + len(server.actors('hero')),
       'synchronous_mode': server.settings.synchronous_mode,
       'fixed_delta_seconds': server.settings.fixed_delta_seconds,
       'ticking_clients': len(server.ticking_clients),
