@@ -13,8 +13,10 @@ import os
 import tempfile
 
 import gin
+from gin import config_parser as gin_config_parser
 
 from planet_tfa import errors
+from planet_tfa import layout
 from planet_tfa.agents import cem_policy
 from planet_tfa.agents import latent_sac_agent
 from planet_tfa.environments import highway
@@ -162,6 +164,69 @@ def check_experiment(experiment):
   _check_rules('Experiment', _EXPERIMENT_RULES,
                {name: getattr(experiment, name) for name in _EXPERIMENT_RULES})
   _check_env_bindings()
+
+
+# Bindings that shape the model's variables: a run resumed with other values
+# cannot restore its checkpoint into the model they build.
+MODEL_SHAPE_BINDINGS = (
+    'WorldModel.encoder_keys', 'WorldModel.decoder_keys', 'WorldModel.image_depth',
+    'RSSM.deter_size', 'RSSM.stoch_size', 'RSSM.hidden_size',
+    'LatentSacAgent.actor_fc_layers', 'LatentSacAgent.critic_fc_layers')
+
+
+def _saved_bindings(config_path):
+  """{'Configurable.param': value} of a run's operative_config.gin (unknown names skipped)."""
+  with open(config_path) as f:
+    text = f.read()
+  parser = gin_config_parser.ConfigParser(text, gin.config.ParserDelegate(skip_unknown=True))
+  values = {}
+  for statement in parser:
+    if isinstance(statement, gin_config_parser.BindingStatement) and not statement.scope:
+      values[f'{statement.selector}.{statement.arg_name}'] = statement.value
+  return values
+
+
+def _normalized(value):
+  return list(value) if isinstance(value, tuple) else value
+
+
+def check_resume(root_dir):
+  """A run root with checkpoints resumes only into a model of the same shape.
+
+  Compares the model-shaping bindings of ROOT/operative_config.gin with the
+  ones gin holds now; a difference would otherwise surface as an unreadable
+  checkpoint or a shape error. Raises `SettingError` naming each.
+  """
+  root = os.path.abspath(os.path.expanduser(str(root_dir)))
+  checkpoint_dir = os.path.join(root, layout.CHECKPOINT_DIR)
+  config_path = os.path.join(root, layout.OPERATIVE_CONFIG)
+  if not (os.path.isdir(checkpoint_dir) and os.path.exists(config_path)
+          and any(name.endswith('.index') for name in os.listdir(checkpoint_dir))):
+    return
+  saved = _saved_bindings(config_path)
+  changed = []
+  for name in MODEL_SHAPE_BINDINGS:
+    if name not in saved:
+      continue
+    try:
+      now = gin.query_parameter(name)
+    except ValueError:
+      continue  # not bound now: the configurable's default, which older runs also recorded
+    if _normalized(now) != _normalized(saved[name]):
+      changed.append((name, saved[name], now))
+  if not changed:
+    return
+  lines = [f'  {name}: run {old!r}, this config {new!r}' for name, old, new in changed]
+  hint = ''
+  if any(name == 'WorldModel.encoder_keys' and 'state' in (new or []) and 'state' not in old
+         for name, old, new in changed):
+    hint = ('gin/driving.gin feeds the ego state to the encoders since 2026-12-01 (issue 22); '
+            'runs before that encoded camera and lidar only. ')
+  fix = ' '.join(f"--gin_param='{name} = {old!r}'" for name, old, _ in changed)
+  raise SettingError(
+      f'{root} holds checkpoints of a model shaped by other settings than this config:\n'
+      + '\n'.join(lines) + f'\n{hint}To resume it, keep its settings ({fix}); for the new '
+      'model, start a new --root_dir. Nothing was written.')
 
 
 def check_train_eval(settings, experiment):

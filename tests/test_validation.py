@@ -341,3 +341,27 @@ def test_recipe_agent_settings_are_checked_at_start(tmp_path, binding, value, ex
   gin.bind_parameter(binding, value)
   message = start_with(tmp_path, {'sequence_length': 9})
   assert f'{binding}={value!r}' in message and expected in message, message
+
+
+def _fake_run_root(tmp_path, config_text):
+  root = tmp_path / 'old_run'
+  (root / 'train' / 'checkpoints').mkdir(parents=True)
+  (root / 'train' / 'checkpoints' / 'ckpt-100.index').write_bytes(b'')
+  (root / 'operative_config.gin').write_text(config_text)
+  return root
+
+
+def test_resuming_a_run_whose_model_had_other_inputs_names_the_spec_change(tmp_path):
+  root = _fake_run_root(tmp_path, "WorldModel.encoder_keys = ['camera', 'lidar']\n"
+                                  'RSSM.deter_size = 200\n')
+  gin_files.parse(['highway_sac.gin'])
+  with pytest.raises(validation.SettingError) as raised:
+    validation.check_resume(str(root))
+  message = str(raised.value)
+  assert "WorldModel.encoder_keys: run ['camera', 'lidar'], this config ['camera', 'lidar', 'state']" in message
+  assert 'feeds the ego state to the encoders' in message
+  assert "--gin_param='WorldModel.encoder_keys = ['camera', 'lidar']'" in message
+  # The same settings as the run: no error; a root without checkpoints: nothing to check.
+  gin.bind_parameter('WorldModel.encoder_keys', ['camera', 'lidar'])
+  validation.check_resume(str(root))
+  validation.check_resume(str(tmp_path / 'new_run'))
