@@ -40,7 +40,9 @@ def define_flags():
 
 def load_agent_from_root(root_dir):
   """The run's agent, built from its operative config and restored from its
-  newest checkpoint. Returns (agent, gin config text). Leaves gin cleared."""
+  newest checkpoint. Returns (agent, gin config text). Leaves gin cleared.
+  A variable of the checkpoint's agent that the rebuilt agent lacks (a config
+  that builds another agent) is a CheckpointError naming it, not a silent skip."""
   root_dir = os.path.abspath(root_dir)
   config_path = os.path.join(root_dir, layout.OPERATIVE_CONFIG)
   time_step_spec, action_spec = experiment_lib.load_specs(root_dir)
