@@ -11,6 +11,7 @@ import os
 import tempfile
 
 import tensorflow as tf
+from tensorflow.core.protobuf import trackable_object_graph_pb2
 
 from planet_tfa import errors
 from planet_tfa import layout
@@ -27,6 +28,57 @@ def verify_readable(path):
     reader.get_tensor(name)
 
 
+def _is_optimizer(obj):
+  optimizers = (tf.keras.optimizers.Optimizer, tf.keras.optimizers.legacy.Optimizer)
+  return isinstance(obj, optimizers)
+
+
+def unrestored_variables(path, **objects):
+  """Checkpoint keys of the variables that `path` holds under `objects`' names
+  and that no variable of `objects` takes: what a partial restore drops silently.
+
+  Walks the checkpoint's object graph and the objects' own graph by the same
+  names (so it does not depend on which path a checkpoint names a shared
+  object by). The state of an optimizer that is there is not counted: it
+  creates its slots, step count and hyper-parameters at its first update and
+  restores them then; only the slots of variables that are dropped go too.
+  """
+  reader = tf.train.load_checkpoint(path)
+  graph = trackable_object_graph_pb2.TrackableObjectGraph()
+  graph.ParseFromString(reader.get_tensor('_CHECKPOINTABLE_OBJECT_GRAPH'))
+  roots = [(ref.node_id, objects[ref.local_name]) for ref in graph.nodes[0].children
+           if ref.local_name in objects]
+  matched, optimizer_nodes = set(), set()
+  stack = list(roots)
+  while stack:
+    node_id, obj = stack.pop()
+    if node_id in matched:
+      continue
+    matched.add(node_id)
+    if _is_optimizer(obj):
+      optimizer_nodes.add(node_id)
+      continue
+    children = tf.train.TrackableView.children(obj)
+    stack.extend((ref.node_id, children[ref.local_name])
+                 for ref in graph.nodes[node_id].children if ref.local_name in children)
+  reachable = set()
+  stack = [node_id for node_id, _ in roots]
+  while stack:
+    node_id = stack.pop()
+    if node_id in reachable or node_id in optimizer_nodes:
+      continue
+    reachable.add(node_id)
+    stack.extend(ref.node_id for ref in graph.nodes[node_id].children)
+  dropped = reachable - matched
+  # Slots go with their optimizer (one that is not restored) and with their
+  # variable (an optimizer that is restored has no variable to put them on).
+  for node_id in dropped | optimizer_nodes:
+    dropped.update(slot.slot_variable_node_id for slot in graph.nodes[node_id].slot_variables
+                   if node_id in dropped or slot.original_variable_node_id in dropped)
+  return sorted(attribute.checkpoint_key for node_id in dropped
+                for attribute in graph.nodes[node_id].attributes)
+
+
 class RunCheckpoints:
   """A `tf.train.Checkpoint` of `objects` managed in `directory`.
 
@@ -38,6 +90,7 @@ class RunCheckpoints:
 
   def __init__(self, directory, max_to_keep=3, optional=None, **objects):
     self.directory = directory
+    self._objects = dict(objects)
     self._required = tf.train.Checkpoint(**objects)
     self._optional = (tf.train.Checkpoint(optional=tf.train.Checkpoint(**optional))
                       if optional else None)
@@ -68,7 +121,10 @@ class RunCheckpoints:
     """Restores the newest readable checkpoint; returns its path or None if none exist.
 
     With `partial`, the checkpoint may hold more objects than this one (e.g.
-    only the agent out of a whole run); every object here must still match.
+    only the agent out of a whole run); every object here must still match,
+    and every variable the checkpoint holds of these objects must be restored
+    (CheckpointError naming the others: the objects were built differently
+    from those that wrote it).
     """
     candidates = self._candidates()
     if not candidates:
@@ -93,6 +149,14 @@ class RunCheckpoints:
               'falling back to the previous one', flush=True)
         failures.append(f'{path}: {message}')
         continue
+      if partial:
+        dropped = unrestored_variables(path, **self._objects)
+        if dropped:
+          names = [key.replace('/.ATTRIBUTES/VARIABLE_VALUE', '') for key in dropped]
+          raise CheckpointError(
+              f'{path} holds {len(dropped)} variables of {", ".join(sorted(self._objects))} '
+              'that the objects built here do not have (they were built from another '
+              'config than the one that wrote the checkpoint):\n  ' + '\n  '.join(names))
       if failures:
         print(f'Resumed from the older checkpoint {path}', flush=True)
       return path

@@ -29,7 +29,6 @@ from planet_tfa import experiment as experiment_lib
 from planet_tfa import layout
 from planet_tfa import saved_policies
 from planet_tfa.agents import cem_policy
-from planet_tfa.networks import rssm as rssm_lib
 import tiny_model
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -63,26 +62,7 @@ def planner(agent, reward_head=None, **kwargs):
 
 def remember_last_action(rssm, gain=GAIN):
   """Sets the RSSM's prior so that deter[:A] = tanh(gain * a) after any step."""
-  # pylint: disable=protected-access
-  stoch, deter, hidden = rssm.stoch_size, rssm.deter_size, rssm._img_in.units
-  size = ACTION_SPEC.shape[0]
-  kernel = np.zeros(rssm._img_in.kernel.shape, np.float32)
-  bias = np.zeros(hidden, np.float32)
-  for i in range(size):
-    kernel[stoch + i, i] = 1.0
-    bias[i] = 2.0  # a + 2 > 0: the ELU passes it unchanged
-  rssm._img_in.kernel.assign(kernel)
-  rssm._img_in.bias.assign(bias)
-  cell = rssm._cell
-  gru_kernel = np.zeros(cell.kernel.shape, np.float32)
-  gru_bias = np.zeros(cell.bias.shape, np.float32)
-  gru_bias[0, :deter] = -30.0  # update gate shut: the new state is the candidate
-  for i in range(size):
-    gru_kernel[i, 2 * deter + i] = gain
-    gru_bias[0, 2 * deter + i] = -2.0 * gain
-  cell.kernel.assign(gru_kernel)
-  cell.recurrent_kernel.assign(np.zeros(cell.recurrent_kernel.shape, np.float32))
-  cell.bias.assign(gru_bias)
+  tiny_model.remember_last_action(rssm, ACTION_SPEC.shape[0], gain)
 
 
 MEMORY = ACTION_SPEC.shape[0]  # the deter unit flip_memory carries
@@ -424,29 +404,62 @@ def test_actor_guided_candidates_put_the_actors_plan_into_the_search():
   assert np.abs(plain_mean.numpy() - TARGET).max() > 0.1
 
 
+def critic_reads(critic, deter_weights, action_weights, bias):
+  """Sets a critic to Q(f, a) = deter_weights . (f[:A] + 1) + action_weights . (a + 1)
+  + bias, exact while |f[:A]|, |a| < 1 (ReLU units that pass x + 1)."""
+  hidden, out = [l for l in critic.submodules if isinstance(l, tf.keras.layers.Dense)]
+  size = ACTION_SPEC.shape[0]
+  feature_size = hidden.kernel.shape[0] - size  # the joint input is features || action
+  kernel = np.zeros(hidden.kernel.shape, np.float32)
+  for i in range(size):
+    kernel[i, i] = 1.0                        # unit i: deter[i] + 1
+    kernel[feature_size + i, size + i] = 1.0  # unit A + i: action[i] + 1
+  hidden_bias = np.zeros(hidden.bias.shape, np.float32)
+  hidden_bias[:2 * size] = 1.0
+  out_kernel = np.zeros(out.kernel.shape, np.float32)
+  out_kernel[:size, 0] = deter_weights
+  out_kernel[size:2 * size, 0] = action_weights
+  hidden.kernel.assign(kernel)
+  hidden.bias.assign(hidden_bias)
+  out.kernel.assign(out_kernel)
+  out.bias.assign([bias])
+
+
 @pytest.mark.parametrize('terminal_value', ['critic', 'target_critic'])
 def test_terminal_value_adds_the_discounted_min_critic_at_the_last_imagined_state(
     terminal_value):
+  """A known model: each imagined state remembers the action that led to it
+  (deter[:A] = tanh(GAIN a)), the actor's mode is TARGET everywhere and the
+  critics are linear in what they read, so every plan's return is known:
+  sum_t 0.9^t r_t + 0.9^H min(Q1, Q2)(s_H, TARGET) / critic_reward_scale."""
   agent = make_agent()
-  kwargs = dict(horizon=3)
-  with_value = planner(agent, terminal_value=terminal_value, critic_gamma=0.9, **kwargs)
-  without = planner(agent, discount=0.9, **kwargs)
-  start = belief(agent)
+  remember_last_action(agent.world_model.rssm)
+  actor_mode_at(agent, TARGET)
+  q1_weights = (np.array([2.0, 0.0]), np.array([0.5, 0.0]), -1.0)
+  q2_weights = (np.array([-1.0, 1.0]), np.array([0.0, 1.0]), 1.0)
+  chosen = '_target' if terminal_value == 'target_critic' else ''
+  other = '' if chosen else '_target'
+  for prefix, offset in ((chosen, 0.0), (other, 5.0)):  # the other pair reads 5 more
+    for i, (deter_weights, action_weights, bias) in enumerate((q1_weights, q2_weights)):
+      critic_reads(getattr(agent.sac, f'{prefix}_critic_network_{i + 1}'),
+                   deter_weights, action_weights, bias + offset)
+  policy = planner(agent, ActionReward(TARGET), horizon=3, terminal_value=terminal_value,
+                   critic_gamma=0.9, critic_reward_scale=2.0)
   rng = np.random.default_rng(2)
-  actions = tf.constant(rng.uniform(-1, 1, [2, 4, 3, 2]).astype(np.float32))
-  difference = (with_value.plan_returns(start, actions)
-                - without.plan_returns(start, actions)).numpy()
-  # The value of the state reached after the last action, at the actor's mode.
-  tiled = {k: tf.repeat(start[k], 4, axis=0) for k in ('deter', 'stoch')}
-  imagined = agent.world_model.rssm.imagine(tf.reshape(actions, [8, 3, 2]), tiled,
-                                            sample=False)
-  last = rssm_lib.features(imagined)[:, -1]
-  mode = agent.actor_network(last, step_type=None, network_state=())[0].mode()
-  prefix = '_target' if terminal_value == 'target_critic' else ''
-  critics = [getattr(agent.sac, f'{prefix}_critic_network_{i}') for i in (1, 2)]
-  q = np.minimum(*[c((last, mode), step_type=(), network_state=())[0].numpy()
-                   for c in critics])
-  np.testing.assert_allclose(difference, 0.9 ** 3 * q.reshape(2, 4), rtol=1e-4, atol=1e-5)
+  actions = rng.uniform(-1, 1, [2, 4, 3, 2]).astype(np.float32)  # [B, N, H, A]
+  returns = policy.plan_returns(belief(agent), tf.constant(actions)).numpy()
+
+  rewards = -np.square(actions - TARGET).sum(-1)                   # [B, N, H]
+  remembered = np.tanh(GAIN * actions[:, :, -1])                   # deter[:A] of s_H
+
+  def q(weights):
+    deter_weights, action_weights, bias = weights
+    return (remembered + 1) @ deter_weights + (TARGET + 1) @ action_weights + bias
+
+  q1, q2 = q(q1_weights), q(q2_weights)
+  assert (q1 < q2).any() and (q2 < q1).any()  # the min picks either critic
+  expected = (rewards * 0.9 ** np.arange(3)).sum(-1) + 0.9 ** 3 * np.minimum(q1, q2) / 2.0
+  np.testing.assert_allclose(returns, expected, atol=1e-3)
 
 
 # ---- the filter: the same belief as the actor policy ---------------------------

@@ -12,9 +12,10 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 import tensorflow as tf
-from tensorflow.python.checkpoint import graph_view  # TF's own object-path naming
 
+from planet_tfa import checkpoints
 from planet_tfa.programs import export
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -52,32 +53,70 @@ def test_old_run_exports_the_checkpointed_weights(tmp_path):
   agent, _ = export.load_agent_from_root(root)
   assert int(agent.train_step_counter.numpy()) == 4
   reader = tf.train.load_checkpoint(os.path.join(root, 'train', 'checkpoints', 'ckpt-4'))
-  # Every variable of the rebuilt agent holds the old checkpoint's value.
-  restored = tf.train.Checkpoint(agent=agent)
-  keys = [k for k in reader.get_variable_to_shape_map() if k.startswith('agent/')
-          and k.endswith('.ATTRIBUTES/VARIABLE_VALUE') and 'OPTIMIZER_SLOT' not in k]
-  assert len(keys) > 20
-  by_path = {}
-  for path, value in _variables_by_path(restored):
-    by_path[path] = value
-  checked = 0
+  keys = sorted(k for k in reader.get_variable_to_shape_map() if k.startswith('agent/'))
+  assert len(keys) == 180  # weights, counters and optimizer state (slots, steps, settings)
+  # The optimizers create their state at their first update and restore it
+  # then (what a resumed run does): create it now, as that update would.
+  sac = agent.sac
+  for optimizer, variables in (
+      (agent._model_optimizer, agent.world_model_variables()),  # pylint: disable=protected-access
+      (sac._actor_optimizer, agent.actor_network.trainable_variables),
+      (sac._critic_optimizer, sac._critic_network_1.trainable_variables
+       + sac._critic_network_2.trainable_variables),
+      (sac._alpha_optimizer, [agent.log_alpha])):
+    optimizer._create_all_weights(variables)  # pylint: disable=protected-access
+  # Every variable of the old agent is in the rebuilt one, at the path the old
+  # checkpoint names it by, holding the checkpoint's value.
+  root_object = tf.train.Checkpoint(agent=agent)
   for key in keys:
-    path = key[:-len('/.ATTRIBUTES/VARIABLE_VALUE')]
-    if path in by_path:
-      np.testing.assert_array_equal(by_path[path], reader.get_tensor(key))
-      checked += 1
-  assert checked > 20
+    np.testing.assert_array_equal(_value_at(root_object, key), reader.get_tensor(key),
+                                  err_msg=key)
   paths, step = export.export_from_root(root, os.path.join(str(tmp_path), 'policies'))
   assert step == 4 and set(paths) == {'greedy_policy', 'collect_policy'}
   greedy = tf.saved_model.load(paths['greedy_policy'])
   assert int(greedy.get_train_step().numpy()) == 4
 
 
-def _variables_by_path(checkpoint):
-  """(object-graph path, value) of every variable reachable from `checkpoint`."""
-  view = graph_view.ObjectGraphView(checkpoint)
-  objects, paths = view.breadth_first_traversal()
-  del objects
-  for obj, path in paths.items():
-    if isinstance(obj, tf.Variable):
-      yield '/'.join(ref.name for ref in path), obj.numpy()
+def test_a_config_that_builds_another_agent_fails_the_export_naming_what_it_lacks(tmp_path):
+  # One reward layer fewer: every layer the model still has fits the
+  # checkpoint's shapes, so only the check of what was left over notices.
+  root = _copy_old_run(tmp_path)
+  config = os.path.join(root, 'operative_config.gin')
+  with open(config) as f:
+    text = f.read()
+  assert text.count('reward_decoder.units = (200, 200)') == 1
+  with open(config, 'w') as f:
+    f.write(text.replace('reward_decoder.units = (200, 200)', 'reward_decoder.units = (200,)'))
+  with pytest.raises(checkpoints.CheckpointError) as raised:
+    export.load_agent_from_root(root)
+  message = str(raised.value)
+  layer = 'agent/_world_model/reward_decoder/_layers/1'
+  for name in ('kernel', 'bias'):
+    assert f'\n  {layer}/{name}\n' in message + '\n', message
+    for slot in ('m', 'v'):  # its Adam slots go with it
+      assert f'\n  {layer}/{name}/.OPTIMIZER_SLOT/agent/_model_optimizer/{slot}\n' in (
+          message + '\n'), message
+  assert 'holds 6 variables of agent' in message, message
+
+
+def _object_at(root, path):
+  """The object at `path` (checkpoint names joined by '/') below `root`."""
+  obj = root
+  for name in path.split('/'):
+    children = tf.train.TrackableView.children(obj)
+    assert name in children, f'{path}: {type(obj).__name__} has no {name!r}: {sorted(children)}'
+    obj = children[name]
+  return obj
+
+
+def _value_at(root, key):
+  """The value of the variable a checkpoint key names, found by walking `root`."""
+  path = key[:-len('/.ATTRIBUTES/VARIABLE_VALUE')]
+  assert key.endswith('/.ATTRIBUTES/VARIABLE_VALUE'), key
+  if '/.OPTIMIZER_SLOT/' in path:
+    variable_path, slot_path = path.split('/.OPTIMIZER_SLOT/')
+    optimizer_path, slot = slot_path.rsplit('/', 1)
+    slot_variable = _object_at(root, optimizer_path).get_slot(
+        _object_at(root, variable_path), slot)
+    return slot_variable.numpy()
+  return _object_at(root, path).numpy()

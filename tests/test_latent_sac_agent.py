@@ -7,6 +7,7 @@ from tf_agents.trajectories import time_step as ts
 from tf_agents.trajectories import trajectory
 from tf_agents.utils import common
 
+from planet_tfa import checkpoints
 from planet_tfa.agents import latent_sac_agent
 import tiny_model
 
@@ -98,15 +99,21 @@ def test_sac_transitions_pair_consecutive_steps_and_skip_padding_and_burn_in():
   np.testing.assert_array_equal(
       transition.next_time_step.reward.numpy().reshape(B, T - 1),
       experience.reward.numpy()[:, :-1])
-  used = weights.numpy().reshape(B, T - 1) > 0
-  # Row 0 starts at FIRST: every pair is used. Row 3 starts mid-episode:
-  # burn-in skips pairs 0..2. Row 1 (mid-episode too) ends at t=5: pairs into
-  # the padding after it are skipped as well.
-  assert used[0].all()
-  np.testing.assert_array_equal(used[3], [False] * 3 + [True] * 5)
-  np.testing.assert_array_equal(used[1], [False] * 3 + [True] * 2 + [False] * 3)
-  assert weights.numpy()[used.reshape(-1)].mean() == pytest.approx(
-      weights.numpy().mean() * used.size / used.sum())
+  # Rows 0, 2, 4 start at FIRST: every pair is used. Rows 3, 5 start
+  # mid-episode: burn-in skips pairs 0..2. Row 1 (mid-episode too) ends at
+  # t=5: the pairs into the padding after it are skipped as well.
+  used = np.ones([B, T - 1], bool)
+  used[1::2, :3] = False
+  used[1, 5:] = False
+  assert used.sum() == 36
+  # Normalised to mean 1 over the flat batch, so that SAC's losses (weighted
+  # sums over the batch / its size) are means over the used pairs: zero on
+  # padding and burn-in, 48 / 36 on every used pair.
+  assert weights.shape == (B * (T - 1),)
+  assert weights.numpy().mean() == pytest.approx(1.0, rel=1e-6)
+  w = weights.numpy().reshape(B, T - 1)
+  np.testing.assert_array_equal(w[~used], 0.0)
+  np.testing.assert_allclose(w[used], B * (T - 1) / 36, rtol=1e-6)
 
 
 def test_world_model_only_mode_leaves_sac_untouched_and_counts_steps():
@@ -273,8 +280,27 @@ def test_greedy_filter_switch_sets_the_eval_and_exported_filter(greedy_filter, t
       assert not np.allclose(first, second)
     else:  # the posterior mean: a function of the inputs
       np.testing.assert_array_equal(first, second)
-  # The policy acts on the features of the filter it reports.
-  assert agent.policy.greedy
+  # Each policy acts on the features of the filter state it reports.
+  steps = _policy_inputs([[0, 0], [1, 1], [1, 1]], seed=3)
+  sensor_steps = [t._replace(observation={'pixels': t.observation['pixels']}) for t in steps]
+  for policy, inputs in ((agent.policy, steps), (agent.export_policy(), sensor_steps),
+                         (loaded, sensor_steps)):
+    _assert_acts_on_its_reported_features(agent, policy, inputs)
+
+
+def _assert_acts_on_its_reported_features(agent, policy, steps):
+  """Each action is the actor's mode at deter||stoch of the state returned with it."""
+  state = policy.get_initial_state(2)
+  previous = None
+  for time_step in steps:
+    out = policy.action(time_step, state)
+    features = tf.concat([out.state['deter'], out.state['stoch']], -1)
+    mode = agent.actor_network(features, step_type=time_step.step_type,
+                               network_state=())[0].mode().numpy()
+    np.testing.assert_allclose(out.action.numpy(), mode, atol=1e-5)
+    if previous is not None:  # the check would notice acting on the previous features
+      assert not np.allclose(mode, previous, atol=1e-4)
+    previous, state = mode, out.state
 
 
 def test_greedy_filter_is_a_gin_setting_and_bad_values_name_it():
@@ -289,3 +315,149 @@ def test_greedy_filter_is_a_gin_setting_and_bad_values_name_it():
   assert not np.allclose(first, second)
   with pytest.raises(ValueError, match="LatentSacAgent.greedy_filter='mode'"):
     make_agent(greedy_filter='mode')
+
+
+def test_critic_target_bootstraps_with_gamma_the_discount_and_the_reward_scale():
+  """SAC's critic loss on a window's pairs, rebuilt by hand:
+  y = s r + gamma d (min(Q1', Q2')(f', a') - alpha log pi(a' | f')), a' ~ pi(f'),
+  loss = 0.5 * mean over the used pairs of (y - Q1(f, a))^2 + (y - Q2(f, a))^2
+  (SacAgent's critic_loss_weight 0.5), with a terminal (d = 0 into LAST), a
+  time-limit end (d = 1 into LAST) and a mid-episode window (burn-in 1)."""
+  gamma, scale = 0.9, 2.5
+  agent = make_agent(gamma=gamma, reward_scale_factor=scale, initial_alpha=0.5, sac_burn_in=1)
+  first, mid, last = ts.StepType.FIRST, ts.StepType.MID, ts.StepType.LAST
+  step_type = np.array([[first, mid, mid, last, last],   # terminates at t=3, then padding
+                        [first, mid, mid, last, last],   # ends at the time limit at t=3
+                        [mid, mid, mid, mid, mid]], np.int32)
+  discount = np.ones(step_type.shape, np.float32)
+  discount[0, 2] = 0.0  # the transition into the terminal LAST step
+  rng = np.random.default_rng(4)
+  rows, steps = step_type.shape
+  size = agent.filter_network.feature_spec.shape[-1]
+  features = rng.normal(size=[rows, steps, size]).astype(np.float32)
+  action = rng.uniform(-1, 1, [rows, steps, 2]).astype(np.float32)
+  reward = rng.normal(size=[rows, steps]).astype(np.float32)
+  experience = trajectory.Trajectory(
+      step_type=tf.constant(step_type), observation=(), action=tf.constant(action),
+      policy_info=(), next_step_type=tf.constant(step_type),
+      reward=tf.constant(reward), discount=tf.constant(discount))
+  used = np.array([[1, 1, 1, 0], [1, 1, 1, 0], [0, 1, 1, 1]], bool).reshape(-1)
+
+  flat = lambda x: x.reshape([rows * (steps - 1)] + list(x.shape[2:]))
+  feat, next_feat = flat(features[:, :-1]), flat(features[:, 1:])
+  act, rew, disc = flat(action[:, :-1]), flat(reward[:, :-1]), flat(discount[:, :-1])
+
+  def q(critic, observation, a):
+    return critic((tf.constant(observation), a), step_type=(), training=False)[0].numpy()
+
+  # The next action as SAC draws it: one sample of the actor at f' (seeded).
+  tf.random.set_seed(21)
+  policy = agent.actor_network(tf.constant(next_feat), step_type=(), network_state=(),
+                               training=False)[0]
+  next_action = policy.sample()
+  log_pi = common.log_probability(policy, next_action, ACTION_SPEC).numpy()
+  sac = agent.sac
+  target_q = np.minimum(q(sac._target_critic_network_1, next_feat, next_action),
+                        q(sac._target_critic_network_2, next_feat, next_action))
+  alpha = float(tf.exp(agent.log_alpha))
+  assert alpha == pytest.approx(0.5)
+  y = scale * rew + gamma * disc * (target_q - alpha * log_pi)
+  errors = (np.square(y - q(sac._critic_network_1, feat, act))
+            + np.square(y - q(sac._critic_network_2, feat, act)))
+  expected = 0.5 * errors[used].mean()
+  # The bootstrapped part matters here: without it the loss would differ.
+  bootstrap_free = 0.5 * (np.square(scale * rew - q(sac._critic_network_1, feat, act))
+                          + np.square(scale * rew - q(sac._critic_network_2, feat, act)))
+  assert abs(bootstrap_free[used].mean() - expected) > 0.01 * expected
+
+  tf.random.set_seed(21)
+  _, extra = agent._sac_update(experience, tf.constant(features))  # pylint: disable=protected-access
+  assert float(extra['critic_loss']) == pytest.approx(expected, rel=1e-5)
+
+
+def _agent_state(agent, prefix):
+  """Everything a train step reads and writes: every variable a checkpoint of
+  the agent (written to `prefix`) holds, by key; the four optimizers' step
+  counts and slots; the target critics and log alpha."""
+  state = {}
+  reader = tf.train.load_checkpoint(tf.train.Checkpoint(agent=agent).write(prefix))
+  for key in reader.get_variable_to_shape_map():
+    if key != '_CHECKPOINTABLE_OBJECT_GRAPH':
+      state[key] = reader.get_tensor(key)
+  sac = agent.sac
+  trained = {
+      'model': (agent._model_optimizer, agent.world_model_variables()),
+      'actor': (sac._actor_optimizer, agent.actor_network.trainable_variables),
+      'critic': (sac._critic_optimizer, sac._critic_network_1.trainable_variables
+                 + sac._critic_network_2.trainable_variables),
+      'alpha': (sac._alpha_optimizer, [agent.log_alpha])}
+  for name, (optimizer, variables) in trained.items():
+    state[f'{name} optimizer iterations'] = optimizer.iterations.numpy()
+    slots = optimizer.get_slot_names()
+    assert sorted(slots) == ['m', 'v'], slots
+    for i, variable in enumerate(variables):
+      for slot in slots:
+        state[f'{name} optimizer {slot} of variable {i}'] = (
+            optimizer.get_slot(variable, slot).numpy())
+  for i, network in enumerate((sac._target_critic_network_1, sac._target_critic_network_2)):
+    for variable in network.variables:
+      state[f'target critic {i + 1} {variable.name}'] = variable.numpy()
+  state['log_alpha'] = agent.log_alpha.numpy()
+  state['train_step'] = agent.train_step_counter.numpy()
+  return state
+
+
+def test_a_resumed_agent_continues_like_the_uninterrupted_one(tmp_path):
+  """A run checkpoint (RunCheckpoints(agent=...), as learner.py writes it) holds
+  every piece of training state: an agent built from another seed, restored
+  from it, takes the next train step exactly as the agent that wrote it."""
+  batches = [fixed_windows(seed) for seed in range(3)]
+  uninterrupted = make_agent(seed=0)
+  for i in range(2):
+    tf.random.set_seed(100 + i)
+    uninterrupted.train(batches[i])
+  directory = str(tmp_path / 'checkpoints')
+  checkpoints.RunCheckpoints(directory, agent=uninterrupted).save(2)
+  # Another seed: whatever the checkpoint lacks keeps another initial value.
+  resumed = make_agent(seed=1)
+  assert checkpoints.RunCheckpoints(directory, agent=resumed).restore()
+  for agent in (uninterrupted, resumed):
+    # The learner reseeds a resumed run; the same seed here, so the step's
+    # random draws are the same in both.
+    tf.random.set_seed(102)
+    agent.train(batches[2])
+  expected = _agent_state(uninterrupted, str(tmp_path / 'uninterrupted'))
+  actual = _agent_state(resumed, str(tmp_path / 'resumed'))
+  assert sorted(actual) == sorted(expected)
+  assert any('OPTIMIZER_SLOT' in key for key in expected)
+  assert int(actual['train_step']) == 3
+  different = [key for key, value in expected.items()
+               if not np.allclose(actual[key], value, rtol=1e-5, atol=1e-7)]
+  assert not different, f'{len(different)} of {len(expected)} differ: {different}'
+
+
+def test_partial_restore_takes_every_variable_of_the_agent_or_names_the_rest(tmp_path):
+  """What export does: the agent alone out of a run checkpoint that holds more."""
+  trained = make_agent(seed=0)
+  trained.train(fixed_windows())
+  directory = str(tmp_path / 'checkpoints')
+  iteration = tf.Variable(1, dtype=tf.int64)
+  checkpoints.RunCheckpoints(directory, agent=trained, iteration=iteration).save(1)
+  rebuilt = make_agent(seed=1)
+  path = checkpoints.RunCheckpoints(directory, agent=rebuilt).restore(partial=True)
+  assert checkpoints.unrestored_variables(path, agent=rebuilt) == []
+  assert len(trained.variables) == len(rebuilt.variables)
+  for a, b in zip(trained.variables, rebuilt.variables):
+    np.testing.assert_array_equal(a.numpy(), b.numpy(), err_msg=a.name)
+  # An agent built without the 'mask' decoder: what it cannot take is named.
+  model = tiny_model.world_model(OBS_SPEC, ACTION_SPEC, encoder_keys=['pixels'],
+                                 decoder_keys=['pixels'])
+  other = tiny_model.agent(OBS_SPEC, ACTION_SPEC, model)
+  with pytest.raises(checkpoints.CheckpointError) as raised:
+    checkpoints.RunCheckpoints(directory, agent=other).restore(partial=True)
+  dropped = checkpoints.unrestored_variables(path, agent=other)
+  assert all('/decoders/mask/' in key for key in dropped), dropped
+  values = [k for k in dropped if 'OPTIMIZER_SLOT' not in k]
+  assert len(values) == 10 and len(dropped) == 30  # 5 layers' kernels and biases, 2 slots each
+  for key in values:
+    assert key.replace('/.ATTRIBUTES/VARIABLE_VALUE', '') in str(raised.value)

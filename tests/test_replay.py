@@ -299,7 +299,10 @@ def test_unreachable_server_fails_after_deadline_naming_the_address():
 
 
 def test_samples_per_insert_rate_limiter_holds_the_learner_to_the_ratio(counting_env):
-  env = counting_env(episode_lengths=(12,))
+  """2 samples per window, an error buffer of 20, sampling from 1 window on:
+  5 windows allow exactly 5 * 2 + (20 - 2) = 28 samples, then the learner
+  blocks; one more window allows exactly 2 more."""
+  env = counting_env(episode_lengths=(12, 8))
   tf_env, policy, data_spec = _data_spec(env)
   # Inserts block too once they run more than the error buffer ahead: leave
   # room for the warm-up's 5 windows (diff 10 <= 2 + 20).
@@ -307,17 +310,26 @@ def test_samples_per_insert_rate_limiter_holds_the_learner_to_the_ratio(counting
                                      error_buffer=20.0)
   table = tables.make_experience_table(data_spec, capacity_env_steps=1000, rate_limiter=limiter)
   server = tables.ReplayServer([table])
-  _collection(tf_env, policy, server).warmup(1)  # 13 time steps -> 5 windows
+  collection = _collection(tf_env, policy, server)
+  stats = lambda: server.client.server_info()[tables.EXPERIENCE_TABLE].rate_limiter_info
   sampler = tables.ReplaySampler(data_spec, server.address, WINDOW, batch_size=1,
-                                 timeout_s=2.0, prefetch=1)
-  samples = 0
-  with pytest.raises(tables.ReplayEmptyError):
-    for _ in range(100):
-      next(sampler)
-      samples += 1
-  # 5 inserts x 2 samples each + the error buffer's 18 = 28 samples, then it
-  # blocks (a few may sit in Reverb's own prefetch, unseen here).
-  assert 10 <= samples <= 28
+                                 timeout_s=5.0, prefetch=1)
+
+  def draw_until_blocked():
+    # The sampler raises once the limiter has held it for timeout_s; one that
+    # never blocks runs past the cap and fails. Reverb's dataset samples ahead
+    # of what next() returns, so the exact count is the server's.
+    with pytest.raises(tables.ReplayEmptyError):
+      for _ in range(60):
+        next(sampler)
+    return stats().sample_stats.completed
+
+  collection.warmup(1)  # the 12-step episode: 13 time steps -> 5 windows
+  assert stats().insert_stats.completed == 5
+  assert draw_until_blocked() == 28
+  collection.warmup(1)  # the 8-step episode: 9 time steps -> 1 window
+  assert stats().insert_stats.completed == 6
+  assert draw_until_blocked() == 30
   with pytest.raises(ValueError, match='samples_per_insert'):
     tables.make_rate_limiter('samples_per_insert')
   server.stop()

@@ -1,15 +1,37 @@
 """The DeepMind Control pixel loader, on the real dm_control cartpole."""
 import inspect
 import os
+import subprocess
+import sys
 
 import numpy as np
+import pytest
 
 from planet_tfa.environments.carla import env as carla_env
 from planet_tfa.environments import suites
 
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-def test_mujoco_gl_is_set_before_dm_control_import():
-  assert os.environ.get('MUJOCO_GL') in ('egl', 'osmesa', 'glfw')
+
+@pytest.mark.parametrize('user_value, expected', [(None, 'egl'), ('osmesa', 'osmesa')])
+def test_importing_suites_sets_mujoco_gl_unless_the_user_did(user_value, expected):
+  # In a fresh interpreter: this one had MUJOCO_GL set by other test modules
+  # and by its own import of suites.
+  env = {k: v for k, v in os.environ.items() if k != 'MUJOCO_GL'}
+  if user_value is not None:
+    env['MUJOCO_GL'] = user_value
+  env['PYTHONPATH'] = REPO  # this checkout's planet_tfa
+  code = ('import os\n'
+          'before = os.environ.get("MUJOCO_GL", "unset")\n'
+          'from planet_tfa.environments import suites\n'
+          'print(suites.__file__)\n'
+          'print(f"MUJOCO_GL {before} -> {os.environ.get(\'MUJOCO_GL\', \'unset\')}")\n')
+  result = subprocess.run([sys.executable, '-c', code], cwd=REPO, env=env, timeout=300,
+                          capture_output=True, text=True)
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert result.stdout.splitlines()[0] == suites.__file__
+  assert f'MUJOCO_GL {user_value or "unset"} -> {expected}' in result.stdout.splitlines(), (
+      result.stdout[-2000:])
 
 
 def test_pixels_spec_dtype_and_frames_are_not_blank():

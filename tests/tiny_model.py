@@ -8,6 +8,7 @@ fixtures `tiny_model_bindings` and `tiny_gin` are built on it.
 import ast
 import os
 
+import numpy as np
 from tf_agents.trajectories import time_step as ts
 
 from planet_tfa.agents import latent_sac_agent
@@ -64,3 +65,27 @@ def agent(observation_spec, action_spec, model=None, **kwargs):
   kwargs.setdefault('critic_fc_layers', CRITIC_FC_LAYERS)
   return latent_sac_agent.LatentSacAgent(ts.time_step_spec(observation_spec), action_spec,
                                          world_model=model, **kwargs)
+
+
+def remember_last_action(rssm, action_size, gain):
+  """Sets the RSSM's prior step so that deter[:action_size] = tanh(gain * a) after
+  any step, whatever the previous state: an RSSM whose imagined states are known."""
+  # pylint: disable=protected-access
+  stoch, deter, hidden = rssm.stoch_size, rssm.deter_size, rssm._img_in.units
+  kernel = np.zeros(rssm._img_in.kernel.shape, np.float32)
+  bias = np.zeros(hidden, np.float32)
+  for i in range(action_size):
+    kernel[stoch + i, i] = 1.0
+    bias[i] = 2.0  # a + 2 > 0: the ELU passes it unchanged
+  rssm._img_in.kernel.assign(kernel)
+  rssm._img_in.bias.assign(bias)
+  cell = rssm._cell
+  gru_kernel = np.zeros(cell.kernel.shape, np.float32)
+  gru_bias = np.zeros(cell.bias.shape, np.float32)
+  gru_bias[0, :deter] = -30.0  # update gate shut: the new state is the candidate
+  for i in range(action_size):
+    gru_kernel[i, 2 * deter + i] = gain
+    gru_bias[0, 2 * deter + i] = -2.0 * gain
+  cell.kernel.assign(gru_kernel)
+  cell.recurrent_kernel.assign(np.zeros(cell.recurrent_kernel.shape, np.float32))
+  cell.bias.assign(gru_bias)

@@ -42,7 +42,9 @@ def load_agent_from_root(root_dir):
   """The run's agent, built from its operative config and restored from its
   newest checkpoint. Returns (agent, gin config text). Leaves gin cleared; the
   agent read the run's planner settings while it was built, so the policies it
-  makes later are the run's (LatentSacAgent.make_policy)."""
+  makes later are the run's (LatentSacAgent.make_policy). A variable of the
+  checkpoint's agent that the rebuilt agent lacks (a config that builds another
+  agent) is a CheckpointError naming it, not a silent skip."""
   root_dir = os.path.abspath(root_dir)
   config_path = os.path.join(root_dir, layout.OPERATIVE_CONFIG)
   time_step_spec, action_spec = experiment_lib.load_specs(root_dir)
