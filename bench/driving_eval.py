@@ -5,8 +5,11 @@
   python -m bench.driving_eval --gin_file=highway_fast.gin \
       --policy=runs/highway_s0/policies/greedy_policy --episodes=10
 
-Policies: 'random' (uniform actions), 'constant' (`--throttle`, zero steering),
-or the path of an exported SavedModel (ROOT/policies/greedy_policy). The
+Policies: 'random' (uniform actions), 'constant' (`--throttle`, zero steering;
+`--throttle=0` is doing nothing), 'expert' (`ExpertDrivingPolicy`, the
+route-following controller of the expert warm-up, noise-free, at
+`--expert_speed` m/s), or the path of an exported SavedModel
+(ROOT/policies/greedy_policy). The
 environment is the one train_eval builds from the gin files, with the eval
 env's seed (Experiment.seed + 1); reasons and distances come from the
 environment's `get_info()` (planet_tfa/environments/highway.py). Prints one JSON
@@ -29,7 +32,9 @@ from bench import common
 
 flags.DEFINE_multi_string('gin_file', ['highway_fast.gin'], 'Gin files of the task.')
 flags.DEFINE_multi_string('gin_param', [], 'Gin bindings.')
-flags.DEFINE_string('policy', 'random', "'random', 'constant', or a SavedModel directory.")
+flags.DEFINE_string('policy', 'random',
+                    "'random', 'constant', 'expert', or a SavedModel directory.")
+flags.DEFINE_float('expert_speed', 5.0, "Target speed (m/s) of the 'expert' policy.")
 flags.DEFINE_float('throttle', 0.5, "Acceleration action of the 'constant' policy.")
 flags.DEFINE_integer('episodes', 10, 'Episodes to run.')
 flags.DEFINE_integer('seed', None, 'Environment seed (default: Experiment.seed + 1, the eval env).')
@@ -47,6 +52,7 @@ def parse_args(argv):
   return FLAGS(['bench.driving_eval'] + list(argv))
 
 CRASH_REASONS = ('collision', 'off_road')
+STEP_SECONDS = 0.2  # highway-env's policy period in the driving gin files (5 Hz)
 
 
 class RandomPolicy:
@@ -73,6 +79,24 @@ class ConstantPolicy:
 
   def __call__(self, time_step):
     return self._action
+
+
+class ExpertPolicy:
+  """The expert warm-up's controller on the env's `state`, without its noise."""
+
+  def __init__(self, env, target_speed):
+    from tf_agents.trajectories import time_step as ts  # pylint: disable=g-import-not-at-top
+    from tf_agents.specs import tensor_spec  # pylint: disable=g-import-not-at-top
+    from planet_tfa.agents import expert_policy  # pylint: disable=g-import-not-at-top
+    self._policy = expert_policy.ExpertDrivingPolicy(
+        ts.time_step_spec(tensor_spec.from_spec(env.observation_spec())),
+        tensor_spec.from_spec(env.action_spec()), target_speed=target_speed, noise_std=0.0)
+
+  def reset(self):
+    pass
+
+  def __call__(self, time_step):
+    return self._policy.controls(time_step.observation['state'][None]).numpy()[0]
 
 
 class SavedPolicy:
@@ -127,6 +151,8 @@ def summarize(results):
   reasons = [r['reason'] for r in results]
   return {
       'episodes': len(results),
+      'speed_mps_mean': round(float(np.mean([r['distance_m'] / max(r['steps'], 1)
+                                             for r in results]) / STEP_SECONDS), 2),
       'return_mean': round(float(np.mean([r['return'] for r in results])), 2),
       'return_std': round(float(np.std([r['return'] for r in results])), 2),
       'crash_rate': round(float(np.mean([r in CRASH_REASONS for r in reasons])), 3),
@@ -177,12 +203,15 @@ def main(argv):
     policy = RandomPolicy(env.action_spec(), seed)
   elif FLAGS.policy == 'constant':
     policy = ConstantPolicy(FLAGS.throttle)
+  elif FLAGS.policy == 'expert':
+    policy = ExpertPolicy(env, FLAGS.expert_speed)
   else:
     policy = SavedPolicy(FLAGS.policy)
   results = run_episodes(env, policy, FLAGS.episodes)
   env.close()
   line = json.dumps({'name': 'driving_eval', 'policy': FLAGS.policy,
                      'throttle': FLAGS.throttle if FLAGS.policy == 'constant' else None,
+                     'expert_speed': FLAGS.expert_speed if FLAGS.policy == 'expert' else None,
                      'gin_files': FLAGS.gin_file, 'gin_params': FLAGS.gin_param, 'seed': seed,
                      **summarize(results), 'per_episode': results})
   print(line, flush=True)

@@ -463,3 +463,29 @@ def test_the_first_observation_comes_after_the_spawn_settles_with_a_fixed_exposu
   assert env.get_info()['reason'] == carla_reward.TIME_LIMIT  # the drop never counts as stuck
   for image in images[1:]:
     np.testing.assert_array_equal(image[1:], images[0][1:])  # row 0 carries the frame number
+
+
+def test_with_carla_sac_gins_reward_a_stopped_car_pays_every_step_and_stuck_is_terminal(server):
+  env = make_env(reward=dict(step_cost=0.1, stuck_penalty=20.0),
+                 episode=dict(stuck_steps=3, stuck_speed=0.5,
+                              terminal_reasons=('collision', 'off_road', 'stuck')))
+  rewards, time_step = [], env.reset()
+  while not time_step.is_last():
+    time_step = env.step(BRAKE)
+    rewards.append(float(time_step.reward))
+  info = env.get_info()
+  assert info['reason'] == carla_reward.STUCK
+  assert time_step.step_type == ts.StepType.LAST and time_step.discount == 0.0
+  assert info['reward_terms']['step_cost'] == pytest.approx(-0.1)
+  assert info['reward_terms']['stuck'] == pytest.approx(-20.0)
+  assert all(r < 0 for r in rewards) and rewards[-1] < -20.0  # no safe stop
+  env.close()
+
+
+def test_steer_and_brake_limits_scale_the_control_sent_to_the_ego():
+  assert carla_specs.action_to_control([-1.0, 1.0], steer_limit=0.5, brake_limit=0.375) == (
+      0.0, pytest.approx(0.375), pytest.approx(0.5))
+  assert carla_specs.action_to_control([0.8, -0.4], steer_limit=0.5) == (
+      pytest.approx(0.8), 0.0, pytest.approx(-0.2))
+  with pytest.raises(ValueError, match='steer_limit'):
+    carla_settings.EpisodeSettings(steer_limit=0.0)

@@ -409,7 +409,8 @@ class CarlaEnv(py_environment.PyEnvironment):
     return ts.restart(observation)
 
   def _step(self, action):
-    throttle, brake, steer = specs.action_to_control(action)
+    throttle, brake, steer = specs.action_to_control(
+        action, self._episode_settings.steer_limit, self._episode_settings.brake_limit)
     try:
       self._ego.apply_control(self._carla.VehicleControl(
           throttle=throttle, brake=brake, steer=steer))
@@ -437,6 +438,7 @@ class CarlaEnv(py_environment.PyEnvironment):
                                   measurements['on_driving_lane'])
     reason = reward.termination_reason(collided, off_road, self._slow_steps, self._step_count,
                                        episode.stuck_steps, episode.max_steps)
+    terms['stuck'] = reward.stuck_term(reason, self._reward_settings.stuck_penalty)
     self._info = {'reason': reason, 'reward_terms': terms, 'step': self._step_count,
                   'arc_length': self._arc_length, 'route_replans': self._route_replans}
     if reason is not None:

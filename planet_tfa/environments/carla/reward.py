@@ -17,7 +17,7 @@ TERMINAL_REASONS = (COLLISION, OFF_ROAD)
 def reward_terms(progress_m, speed, collided, lateral_offset, steer, previous_steer,
                  target_speed=8.0, step_seconds=0.1, lane_threshold=1.0,
                  collision_penalty=50.0, lane_departure_weight=1.0, jerk_weight=0.5,
-                 overspeed_weight=1.0):
+                 overspeed_weight=1.0, step_cost=0.0, stuck_penalty=0.0):
   """Reward components of one env step; see compute_reward.
 
   progress: metres gained along the route, capped at what target_speed covers
@@ -28,14 +28,23 @@ def reward_terms(progress_m, speed, collided, lateral_offset, steer, previous_st
   lane_departure: -weight * metres of |lateral offset| beyond lane_threshold.
   steering_jerk: -weight * |steer_t - steer_{t-1}|; smooth steering helps
     the learnt model and the passengers.
+  step_cost: -step_cost every step (standing still is not free).
+  (stuck_penalty is added by the env when the episode ends 'stuck': `stuck_term`.)
   """
+  del stuck_penalty
   max_progress = target_speed * step_seconds
   return collections.OrderedDict(
       progress=float(np.clip(progress_m, -max_progress, max_progress) / max_progress),
       overspeed=-overspeed_weight * max(speed - target_speed, 0.0) / target_speed,
       collision=-float(collision_penalty) if collided else 0.0,
       lane_departure=-lane_departure_weight * max(abs(lateral_offset) - lane_threshold, 0.0),
-      steering_jerk=-jerk_weight * abs(steer - previous_steer))
+      steering_jerk=-jerk_weight * abs(steer - previous_steer),
+      step_cost=-float(step_cost))
+
+
+def stuck_term(reason, stuck_penalty):
+  """-stuck_penalty on the step that ends an episode 'stuck', else 0."""
+  return -float(stuck_penalty) if reason == STUCK else 0.0
 
 
 def compute_reward(*args, **kwargs):

@@ -166,6 +166,11 @@ class RewardSettings:
   lane_departure_weight: float = 1.0
   jerk_weight: float = 0.5
   overspeed_weight: float = 1.0
+  # No safe stop: a cost every step, and a penalty when the episode ends
+  # 'stuck' (with 'stuck' in CarlaEpisode.terminal_reasons, as carla_sac.gin
+  # sets, a terminal). 0 keeps the original reward.
+  step_cost: float = 0.0
+  stuck_penalty: float = 0.0
 
 
 @gin.configurable('CarlaEpisode')
@@ -182,6 +187,15 @@ class EpisodeSettings:
   stuck_speed: float = 0.5  # m/s
   stuck_steps: int = 100  # steps slower than stuck_speed before a 'stuck' truncation
   terminal_reasons: tuple = reward.TERMINAL_REASONS  # the others are truncations
+  # Fractions of CARLA's steering and brake ranges that the action's [-1, 1]
+  # spans (gym-carla: 0.3 and 0.375); 1.0 keeps the full ranges.
+  steer_limit: float = 1.0
+  brake_limit: float = 1.0
 
   def __post_init__(self):
-    _coerce(self, action_repeat=int, settle_ticks=int, terminal_reasons=tuple)
+    _coerce(self, action_repeat=int, settle_ticks=int, terminal_reasons=tuple,
+            steer_limit=float, brake_limit=float)
+    for name in ('steer_limit', 'brake_limit'):
+      if not 0.0 < getattr(self, name) <= 1.0:
+        raise ValueError(f'CarlaEpisode.{name}={getattr(self, name)!r}: a fraction of '
+                         "CARLA's range in (0, 1].")

@@ -38,7 +38,9 @@ def action_spec():
       (2,), np.float32, minimum=-1.0, maximum=1.0, name='action')
 
 
-def action_to_control(action):
-  """Action -> (throttle, brake, steer); one pedal axis so throttle and brake never overlap."""
+def action_to_control(action, steer_limit=1.0, brake_limit=1.0):
+  """Action -> (throttle, brake, steer); one pedal axis so throttle and brake never
+  overlap. The limits scale steering and braking (CarlaEpisode.steer_limit, brake_limit)."""
   acceleration, steer = np.clip(np.asarray(action, np.float64), -1.0, 1.0)
-  return float(max(acceleration, 0.0)), float(max(-acceleration, 0.0)), float(steer)
+  return (float(max(acceleration, 0.0)), float(max(-acceleration, 0.0) * brake_limit),
+          float(steer * steer_limit))
