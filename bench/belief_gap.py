@@ -21,7 +21,6 @@ acting_window=None acted).
 """
 import argparse
 import os
-import sys
 
 from bench import common
 
@@ -83,28 +82,14 @@ def belief_gap_episode(agent, env, window, drive):
 
 def main():
   args = parse_args()
-  # pylint: disable=g-import-not-at-top
-  import numpy as np
-  import gin
-  from planet_tfa import layout
-  from planet_tfa.environments import suites
-  from planet_tfa.programs import export
-  from planet_tfa.programs import gin_files
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  from bench import diagnose_run  # pylint: disable=g-import-not-at-top
 
   root = os.path.abspath(args.root_dir)
-  agent, _ = export.load_agent_from_root(root)
-  gin_files.parse_run_config(os.path.join(root, layout.OPERATIVE_CONFIG))
-  try:
-    env = suites.load_environment(seed=args.seed)
-    try:
-      rows = []
-      for i in range(args.episodes):
-        rows += belief_gap_episode(agent, env, args.window, args.drive)
-        print(f'# episode {i + 1}/{args.episodes} done', file=sys.stderr, flush=True)
-    finally:
-      env.close()
-  finally:
-    gin.clear_config()
+  agent, per_episode = diagnose_run.episodes_on_run(
+      root, args.seed, args.episodes,
+      lambda agent, env: belief_gap_episode(agent, env, args.window, args.drive))
+  rows = [row for episode in per_episode for row in episode]
   rel, mode, q_diff, q_abs = map(np.array, zip(*rows))
   pct = lambda v: {f'p{p}': round(float(np.percentile(v, p)), 4) for p in (10, 50, 90)}  # pylint: disable=unnecessary-lambda-assignment
   common.emit('belief_gap', round(float(rel.mean()), 4), 'relative L2',

@@ -146,30 +146,36 @@ def policy_entropy(agent, episode, samples=64):
   return float(-tf.reduce_mean(distribution.log_prob(actions)))
 
 
-def main():
-  args = parse_args()
-  import numpy as np  # pylint: disable=g-import-not-at-top
+def episodes_on_run(root_dir, seed, num_episodes, episode_fn):
+  """Loads ROOT's agent (its own operative config), then `episode_fn(agent, env)`
+  `num_episodes` times on the run's task; returns (agent, their results)."""
   import gin  # pylint: disable=g-import-not-at-top
   from planet_tfa import layout  # pylint: disable=g-import-not-at-top
   from planet_tfa.environments import suites  # pylint: disable=g-import-not-at-top
   from planet_tfa.programs import export  # pylint: disable=g-import-not-at-top
   from planet_tfa.programs import gin_files  # pylint: disable=g-import-not-at-top
-
-  root = os.path.abspath(args.root_dir)
-  agent, _ = export.load_agent_from_root(root)
-  gin_files.parse_run_config(os.path.join(root, layout.OPERATIVE_CONFIG))
+  agent, _ = export.load_agent_from_root(root_dir)
+  gin_files.parse_run_config(os.path.join(root_dir, layout.OPERATIVE_CONFIG))
   try:
-    env = suites.load_environment(seed=args.seed)
+    env = suites.load_environment(seed=seed)
     try:
-      episodes = []
-      for i in range(args.episodes):
-        episodes.append(record_episode(agent, env))
-        print(f'# episode {i + 1}/{args.episodes}: return {episodes[-1]["rewards"].sum():.1f}',
-              file=sys.stderr, flush=True)
+      results = []
+      for i in range(num_episodes):
+        results.append(episode_fn(agent, env))
+        print(f'# episode {i + 1}/{num_episodes} done', file=sys.stderr, flush=True)
     finally:
       env.close()
   finally:
     gin.clear_config()
+  return agent, results
+
+
+def main():
+  args = parse_args()
+  import numpy as np  # pylint: disable=g-import-not-at-top
+
+  root = os.path.abspath(args.root_dir)
+  agent, episodes = episodes_on_run(root, args.seed, args.episodes, record_episode)
   run = dict(root_dir=root, train_step=int(agent.train_step_counter.numpy()),
              env_seed=args.seed, episodes=args.episodes,
              episode_returns=[round(float(e['rewards'].sum()), 1) for e in episodes])
