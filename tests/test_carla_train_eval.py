@@ -23,6 +23,7 @@ TESTS = os.path.join(REPO, 'tests')
 TINY = tiny_model.BINDINGS + [
     'CarlaEpisode.max_steps = 12', 'CarlaWorld.num_vehicles = 2', 'CarlaServer.timeout_s = 2.0',
     'train_eval.initial_collect_episodes = 1', 'train_eval.train_steps_per_iteration = 2',
+    'train_eval.train_steps_per_env_step = None',
     'train_eval.batch_size = 4', 'train_eval.eval_interval = 2',
     'train_eval.checkpoint_interval = 1', 'train_eval.image_summary_interval = 1',
     'train_eval.sample_timeout_s = 20.0']
@@ -58,7 +59,8 @@ def test_carla_sac_gin_trains_evaluates_exports_and_resumes_after_kill(tmp_path)
                         fixed_delta_seconds=None, ticking_clients=1)
   loaded = tf.saved_model.load(str(root / 'policies' / 'greedy_policy'))
   names = {s.name for s in loaded.signatures['action'].structured_input_signature[1].values()}
-  assert any(n.endswith('camera') for n in names) and any(n.endswith('lidar') for n in names)
+  # The policy takes what driving.gin encodes (the ego state included), never the decode-only mask.
+  assert all(any(n.endswith(k) for n in names) for k in ('camera', 'lidar', 'state'))
   assert not any('birdeye' in n for n in names)
 
   # A longer run of the same root, killed (-9) once its third iteration is
