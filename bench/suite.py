@@ -35,7 +35,7 @@ def _print(line):
 def run_child(entry, argv, log_dir, timeout_s=CHILD_TIMEOUT_S):
   """Runs `python -m entry.module argv`; returns its JSON lines, each tagged
   with the entry and its section (echoed as they come)."""
-  env = dict(os.environ, PYTHONUNBUFFERED='1', TF_CPP_MIN_LOG_LEVEL='1')
+  env = dict(os.environ, PYTHONUNBUFFERED='1', TF_CPP_MIN_LOG_LEVEL='1', PLANET_TFA_LOG_DIR=log_dir)
   env.update(dict(entry.env))
   log_path = os.path.join(log_dir, f'{entry.name}.log')
   cmd = [sys.executable, '-m', entry.module] + argv

@@ -198,3 +198,45 @@ def test_compare_curves_compares_at_equal_agent_steps_over_a_window():
       records, [5], x='wall')['return_at_minute'][5]   # 5 minutes: steps 1000-5000
   assert compare_curves.parse_args(['--x=agent_steps', '--at=5000', '--out=o', 'a=r']).x == (
       'agent_steps')
+
+
+# Lines that reach a tool the way library log lines do (C++ on fd 2, absl and
+# Python logging, a Python warning), and one of the tool's own stderr lines,
+# all once its arguments are parsed; then the tool stops.
+TOOL_PROBE = """\
+import argparse, logging, os, sys, warnings
+from absl import logging as absl_logging
+_parse = argparse.ArgumentParser.parse_args
+def _probed(self, *args, **kwargs):
+  parsed = _parse(self, *args, **kwargs)
+  os.write(2, b'PROBE-native\\n')
+  absl_logging.warning('PROBE-absl')
+  logging.getLogger('some.library').warning('PROBE-logging')
+  warnings.warn('PROBE-warning')
+  print('PROBE-own-progress', file=sys.stderr, flush=True)
+  raise SystemExit(0)
+argparse.ArgumentParser.parse_args = _probed
+"""
+
+
+def test_a_tool_keeps_library_lines_off_the_console_and_in_its_log(tmp_path):
+  (tmp_path / 'probe').mkdir()
+  (tmp_path / 'probe' / 'sitecustomize.py').write_text(TOOL_PROBE)
+  env = dict(ENV, PYTHONPATH=os.pathsep.join([str(tmp_path / 'probe'), REPO]),
+             PLANET_TFA_LOG_DIR=str(tmp_path / 'logs'))
+  result = subprocess.run([sys.executable, '-m', 'bench.belief_gap', '--root_dir=unused'],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+  assert result.returncode == 0, result.stderr[-3000:]
+  log = (tmp_path / 'logs' / 'bench.belief_gap.log').read_text()
+  for line in ('PROBE-native', 'PROBE-absl', 'PROBE-logging', 'PROBE-warning'):
+    assert line in log and line not in result.stdout + result.stderr, (line, log, result.stderr)
+  assert 'PROBE-own-progress' in result.stderr and 'PROBE-own-progress' not in log
+
+
+def test_a_tool_given_a_wrong_root_names_it_without_a_traceback(tmp_path):
+  env = dict(ENV, PLANET_TFA_LOG_DIR=str(tmp_path / 'logs'))
+  result = subprocess.run([sys.executable, '-m', 'bench.belief_gap', f'--root_dir={tmp_path}'],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+  assert result.returncode == 1
+  assert 'is not a planet_tfa run root' in result.stderr and 'Traceback' not in result.stderr
+  assert f'(library log: {tmp_path / "logs" / "bench.belief_gap.log"})' in result.stderr

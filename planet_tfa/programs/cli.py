@@ -23,6 +23,7 @@ import sys
 import tempfile
 
 from absl import app
+from absl import flags as absl_flags
 from absl import logging as absl_logging
 
 from planet_tfa import errors
@@ -48,10 +49,41 @@ def capture_native_logs():
 
 def start(main):
   """Runs the absl program `main` with Python's stderr back on the console."""
+  _console_stderr()
+  app.run(main)
+
+
+def _console_stderr():
   if _capture:
     sys.stderr.flush()
     sys.stderr = os.fdopen(os.dup(_capture['console_fd']), 'w', buffering=1)
-  app.run(main)
+
+
+def capture_tool_logs(log_dir, name):
+  """For a tool without a run root (bench/): library log lines to LOG_DIR/NAME.log.
+
+  The console keeps the tool's own output (stdout, its stderr progress, its
+  tracebacks); an uncaught error's traceback ends with where the log is.
+  """
+  capture_native_logs()
+  # What app.run does for train_eval.py: absl's handler on the root logger (every
+  # library's logging reaches it), writing to its stream once flags count as parsed.
+  absl_logging.use_absl_handler()
+  if not absl_flags.FLAGS.is_parsed():  # argparse tools never parse absl's flags
+    absl_flags.FLAGS.mark_as_parsed()
+  path = attach_log(log_dir, name, subdir='')
+  _console_stderr()
+  hook = sys.excepthook
+
+  def excepthook(kind, value, traceback):
+    if isinstance(value, errors.UserError):  # the user's to fix: the message suffices
+      print(f'error: {console_message(value)}', file=sys.stderr)
+    else:
+      hook(kind, value, traceback)
+    print(f'(library log: {path})', file=sys.stderr, flush=True)
+
+  sys.excepthook = excepthook
+  return path
 
 
 def _drop_scratch():
@@ -60,11 +92,11 @@ def _drop_scratch():
     os.unlink(_capture['path'])
 
 
-def attach_log(root_dir, name):
+def attach_log(root_dir, name, subdir=layout.LOG_DIR):
   """Moves the captured log lines to ROOT/logs/NAME.log; returns its path (None: not captured)."""
   if not _capture or _capture['log']:
     return _capture.get('log')
-  log_dir = os.path.join(root_dir, layout.LOG_DIR)
+  log_dir = os.path.join(root_dir, subdir)
   os.makedirs(log_dir, exist_ok=True)
   path = os.path.join(log_dir, f'{name}.log')
   log = open(path, 'a', buffering=1)  # pylint: disable=consider-using-with
