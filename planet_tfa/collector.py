@@ -136,6 +136,7 @@ def run_collector(replay_server, collector_id, root_dir, server_deadline_s=60.0,
     policy_variables = variables.PolicyVariables(
         replay_server, agent.collect_policy, train_step, client=client)
     writer = experiment_lib.make_episode_observer(experiment, client, tf_env.batch_size)
+    reports_steps = tables.COLLECTED_STEPS_TABLE in client.server_info()  # older servers: not
     metrics = episodes.make_metrics('Collector', buffer_size=1)
     random_policy = random_tf_policy.RandomTFPolicy(
         tf_env.time_step_spec(), tf_env.action_spec(),
@@ -171,6 +172,8 @@ def run_collector(replay_server, collector_id, root_dir, server_deadline_s=60.0,
             'collector once it is back (a supervisor can simply restart it).') from error
       name = 'random' if version is None else 'collect'
       steps = int(metrics['env_steps'].result()) - steps_before
+      if reports_steps:  # after the episode's windows: the learner may train on them now
+        tables.report_collected_steps(client, steps)
       episodes_done += 1
       state['episodes'] += 1
       state['env_steps'] += steps

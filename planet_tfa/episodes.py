@@ -141,6 +141,11 @@ class Collection:
   def collect(self, num_episodes):
     self.train_driver.run(num_episodes, 'collect')
 
+  def count_remote(self, num_episodes, env_steps):
+    """Counts episodes other processes collected (remote collectors) as this run's."""
+    self.train_metrics['episodes'].number_episodes.assign_add(num_episodes)
+    self.train_metrics['env_steps'].environment_steps.assign_add(env_steps)
+
   def evaluate(self, num_episodes, stochastic=False):
     """Runs `num_episodes` greedy (or, with `stochastic`, stochastic-policy)
     episodes; returns their average return."""

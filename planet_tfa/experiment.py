@@ -158,11 +158,13 @@ def make_agent(time_step_spec, action_spec, train_step=None, **agent_args):
 # ---- replay -----------------------------------------------------------------
 
 def make_replay_tables(agent):
-  """A standalone server's tables: experience windows and the policy variables."""
+  """A standalone server's tables: experience windows, the policy variables and
+  the collectors' env-step reports."""
   return [tables.make_experience_table(agent.collect_data_spec),
           tables.make_variables_table(
               variables.variables_signature(agent.collect_policy,
-                                            agent.train_step_counter))]
+                                            agent.train_step_counter)),
+          tables.make_collected_steps_table()]
 
 
 def connect_replay(address, deadline_s=60.0):

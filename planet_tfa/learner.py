@@ -31,6 +31,7 @@ from planet_tfa import summaries
 from planet_tfa import validation
 from planet_tfa.agents import expert_policy
 from planet_tfa.environments import suites
+from planet_tfa.replay import tables
 from planet_tfa import videos
 
 
@@ -171,6 +172,7 @@ def train_eval(root_dir,
     collect_episodes_per_iteration = remote_collect_episodes_per_iteration
     if collect_episodes_per_iteration <= 0:
       initial_collect_episodes = 0  # the collectors act randomly until the first publish
+      _check_counts_remote_steps(remote, settings)
   collects = remote is None or collect_episodes_per_iteration > 0
 
   opened_envs = []
@@ -351,9 +353,17 @@ def _loop(run, s, experiment, progress, hooks, stop, ended):
   progress.rates(run.counters())
   state = hooks_lib.IterationState(int(run.iteration.numpy()), int(run.train_step.numpy()),
                                    run.counters()['env_steps'], {})
+  counts_remote = _counts_remote_steps(run)
+  # Trained per env step on the collectors' data alone: an iteration waits for
+  # at least one of their episodes, as a local one collects at least one.
+  waits_for_remote = (counts_remote and s['collect_episodes_per_iteration'] <= 0
+                      and s['train_steps_per_env_step'] is not None)
   while not ended() and stop.signal is None:
     steps_before = run.counters()['env_steps']
     run.collection.collect(s['collect_episodes_per_iteration'])
+    if counts_remote:
+      run.collection.count_remote(*run.replay.drain_collected_steps(
+          wait_s=0.2 if waits_for_remote else 0.0, deadline_s=s['remote_wait_for_data_s']))
     if run.collection.has_expert:
       run.collection.demonstrate(s['expert_episodes_per_iteration'])
     num_train_steps = train_schedule.train_steps(run.counters()['env_steps'] - steps_before)
@@ -481,12 +491,39 @@ def _pretrain_world_model(run, s, experiment, stop):
   run.save_all()
 
 
+def _check_counts_remote_steps(remote, s):
+  """A learner that only trains on collectors' data and counts their env steps needs their queue."""
+  needs = [f'train_eval.{name}={s[name]}' for name in ('train_steps_per_env_step',
+                                                       'env_step_budget')
+           if s[name] is not None]
+  if needs and not remote.counts_collected_steps():
+    raise validation.SettingError(
+        f"the Reverb server at {remote.address} has no '{tables.COLLECTED_STEPS_TABLE}' "
+        'table: it was started by an older planet_tfa, whose collectors do not report '
+        f'their environment steps, and {" and ".join(needs)} count them. Restart the '
+        'server and the collectors with this version, or set '
+        'train_eval.train_steps_per_iteration (and train_steps_per_env_step=None, '
+        'env_step_budget=None).')
+
+
+def _counts_remote_steps(run):
+  """Whether the collectors' episodes count as this run's env steps (a server that has their queue)."""
+  return run.replay.is_remote and run.replay.counts_collected_steps()
+
+
 def _fill_replay(run, s, collects):
   """The random warm-up into an empty table; with remote collectors, wait for their data."""
   if int(run.train_step.numpy()) > 0:
     run.replay.publish()  # a resumed learner: remote collectors use its policy at once
   if not collects:  # only remote collectors fill it (else this learner's warm-up does)
     run.replay.wait_for_data(s['remote_wait_for_data_s'])
+    if _counts_remote_steps(run) and run.counters()['env_steps'] == 0:
+      # What the collectors wrote before this new run's first train step is its
+      # warm-up: counted as env steps, owed no train steps (as a local warm-up).
+      episodes_done, env_steps = run.replay.drain_collected_steps()
+      run.collection.count_remote(episodes_done, env_steps)
+      print(f'Warm-up by the collectors: {episodes_done} episodes, {env_steps} env steps.',
+            flush=True)
   stored_windows = run.replay.table_size()
   env_step_target = s['initial_collect_env_steps']
   if stored_windows == 0 and env_step_target:

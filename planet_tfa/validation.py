@@ -307,7 +307,7 @@ def _check_acting_policies(latent_sac_agent):
 
 
 def _check_data_ratio(settings):
-  """Exactly one form of the data ratio, and one the learner can count."""
+  """Exactly one form of the data ratio."""
   per_iteration = settings.get('train_steps_per_iteration')
   per_env_step = settings.get('train_steps_per_env_step')
   if per_iteration is not None and per_env_step is not None:
@@ -321,20 +321,6 @@ def _check_data_ratio(settings):
         'train_eval.train_steps_per_iteration and train_eval.train_steps_per_env_step are '
         'both None: set one (train_steps_per_env_step = 0.1 is the default in '
         'gin/defaults.gin).')
-  remote_only = (settings.get('replay_server')
-                 and not settings.get('remote_collect_episodes_per_iteration'))
-  if remote_only and settings.get('env_step_budget') is not None:
-    raise SettingError(
-        f'train_eval.env_step_budget={settings["env_step_budget"]} with --replay_server and '
-        'train_eval.remote_collect_episodes_per_iteration=0: this learner collects nothing '
-        'and cannot count environment steps. Use train_eval.num_iterations or '
-        'train_eval.time_budget_s to end it.')
-  if remote_only and per_env_step is not None:
-    raise SettingError(
-        f'train_eval.train_steps_per_env_step={per_env_step} with --replay_server and '
-        'train_eval.remote_collect_episodes_per_iteration=0: this learner collects '
-        'nothing, so it cannot count the environment steps its train steps are owed for. '
-        'Set train_eval.train_steps_per_iteration (and train_steps_per_env_step=None).')
 
 
 def _bound(binding):

@@ -30,6 +30,9 @@ EPISODE_LENGTH = 30  # distributed_counting.gin
 EPISODE_LINE = re.compile(
     r'\[collector (\d+)\] episode=(\d+) policy=(\w+) policy_version=(\w+) ')
 TRAIN_STEP = re.compile(r'^iter (\d+)/\d+ \| train step (\d+)')
+PROGRESS = re.compile(r'^iter \d+/\d+ \| train step (\d+) \| env steps (\d+) ')
+COLLECTORS_WARMUP = re.compile(r'^Warm-up by the collectors: (\d+) episodes, (\d+) env steps')
+RATIO = 0.1  # distributed_counting.gin: train steps per env step
 
 
 class _SlowCountingEnv(CountingEnv):
@@ -248,6 +251,14 @@ def test_two_collectors_feed_a_learner_whose_policy_they_follow(cluster):
   stored, _ = read_table(cluster['address'])
   writers = {source(i)[0] for i in stored}
   assert writers == {0, 1}, sorted(stored)[:20]
+  # The data ratio per env step holds on the collectors' reported steps: what
+  # they wrote before the first train step was the warm-up, every episode
+  # since earned 3 train steps (30 steps x 0.1), fractions carried over.
+  (_, warmup_steps), = [(int(m[1]), int(m[2])) for m in learner.matches(COLLECTORS_WARMUP)]
+  progress = [(int(m[1]), int(m[2])) for m in learner.matches(PROGRESS)]
+  assert len(progress) >= 4 and all(e % EPISODE_LENGTH == 0 for _, e in progress), progress
+  for train_step, env_steps in progress:
+    assert abs(train_step - RATIO * (env_steps - warmup_steps)) < 1, (progress, warmup_steps)
   # Evaluation ran in the learner on its own env.
   assert any('eval return' in l for l in learner.lines), learner.output()
 

@@ -4,11 +4,13 @@ import os
 import signal
 
 import pytest
+import reverb
 
 from planet_tfa import experiment as experiment_lib
 from planet_tfa import learner
 from planet_tfa import schedule
 from planet_tfa import validation
+from planet_tfa.replay import tables
 from counting_env import CountingEnv
 
 
@@ -62,12 +64,47 @@ def test_both_forms_of_the_ratio_set_is_an_error_naming_both(tiny_gin, tmp_path)
   assert not (tmp_path / 'run').exists()
 
 
-def test_ratio_needs_local_data_on_a_remote_only_learner(tiny_gin, tmp_path):
-  with pytest.raises(validation.SettingError) as raised:
-    learner.train_eval(str(tmp_path / 'run'), experiment=counting_experiment(),
-                   replay_server='localhost:1', remote_collect_episodes_per_iteration=0,
-                   train_steps_per_iteration=None, train_steps_per_env_step=0.1)
-  assert 'train_eval.train_steps_per_iteration' in str(raised.value)
+def test_a_remote_only_learner_counts_the_env_steps_collectors_report(tiny_gin):
+  # A real server with a standalone server's tables; reports as collectors send them.
+  experiment = counting_experiment()
+  env = experiment_lib.make_env(experiment)
+  agent = experiment_lib.make_agent(env.time_step_spec(), env.action_spec())
+  experiment_lib.close_env(env)
+  server = reverb.Server(experiment_lib.make_replay_tables(agent))
+  address = f'localhost:{server.port}'
+  try:
+    remote = experiment_lib.connect_replay(address)
+    assert remote.counts_collected_steps()
+    assert remote.drain_collected_steps() == (0, 0)
+    for steps in (30, 12, 7):
+      tables.report_collected_steps(remote.client, steps)
+    assert remote.drain_collected_steps() == (3, 49)
+    assert remote.drain_collected_steps() == (0, 0)  # each report is counted once
+    with pytest.raises(tables.ReplayEmptyError) as raised:
+      remote.drain_collected_steps(wait_s=0.1, deadline_s=0.5)
+    assert address in str(raised.value) and 'planet_tfa.programs.collect' in str(raised.value)
+  finally:
+    server.stop()
+
+
+def test_a_server_without_the_step_queue_is_named_for_the_per_env_step_ratio(tiny_gin, tmp_path):
+  experiment = counting_experiment()
+  env = experiment_lib.make_env(experiment)
+  agent = experiment_lib.make_agent(env.time_step_spec(), env.action_spec())
+  experiment_lib.close_env(env)
+  older_tables = experiment_lib.make_replay_tables(agent)[:2]  # before the step queue
+  server = reverb.Server(older_tables)
+  try:
+    with pytest.raises(validation.SettingError) as raised:
+      learner.train_eval(str(tmp_path / 'run'), experiment=counting_experiment(),
+                         replay_server=f'localhost:{server.port}',
+                         train_steps_per_iteration=None, train_steps_per_env_step=0.1)
+  finally:
+    server.stop()
+  message = str(raised.value)
+  assert "no 'collected_steps' table" in message
+  assert 'train_eval.train_steps_per_env_step=0.1' in message
+  assert 'train_eval.train_steps_per_iteration' in message
 
 
 @pytest.mark.slow  # two train_eval runs: ~40 s

@@ -94,6 +94,43 @@ class RemoteReplay:
         last_log = time.time()
       time.sleep(1.0)
 
+  def counts_collected_steps(self):
+    """Whether the server has the collectors' step queue (servers before it did not)."""
+    return tables.COLLECTED_STEPS_TABLE in self.client.server_info()
+
+  def drain_collected_steps(self, wait_s=0.0, deadline_s=600.0, log_every_s=30.0):
+    """(episodes, env steps) the collectors reported since the last drain.
+
+    With `wait_s` > 0, waits (polling, up to `deadline_s`; None: forever) until
+    at least one episode is reported; raises `tables.ReplayEmptyError` after
+    the deadline, naming the address and what to start.
+    """
+    start = last_log = time.time()
+    while True:
+      pending = self.client.server_info()[tables.COLLECTED_STEPS_TABLE].current_size
+      if pending or not wait_s:
+        break
+      waited = time.time() - start
+      if deadline_s is not None and waited > deadline_s:
+        raise tables.ReplayEmptyError(
+            f'no collector reported an episode to {self.address} for {waited:.0f}s, and '
+            'this learner trains per environment step '
+            '(train_eval.train_steps_per_env_step). Start collectors with `python -m '
+            f'planet_tfa.programs.collect --replay_server={self.address} --collector_id=K '
+            '...` or raise train_eval.remote_wait_for_data_s.')
+      if time.time() - last_log >= log_every_s:
+        print(f'Waiting for collectors: no episode reported to {self.address} for '
+              f'{waited:.0f}s ...', flush=True)
+        last_log = time.time()
+      time.sleep(min(wait_s, 1.0))
+    if not pending:
+      return 0, 0
+    # A queue hands each item to one sampler once: items counted here are gone.
+    samples = self.client.sample(tables.COLLECTED_STEPS_TABLE, num_samples=pending,
+                                 emit_timesteps=False)
+    steps = sum(int(sample.data[0]) for sample in samples)
+    return pending, steps
+
   def table_size(self, table=tables.EXPERIENCE_TABLE):
     try:
       return self.client.server_info(timeout=10)[table].current_size

@@ -12,6 +12,7 @@ import shutil
 import time
 
 import gin
+import numpy as np
 import reverb
 import tensorflow as tf
 from tf_agents.replay_buffers import reverb_replay_buffer
@@ -22,6 +23,9 @@ from planet_tfa import layout
 
 EXPERIENCE_TABLE = 'experience'
 VARIABLES_TABLE = 'variables'
+# A standalone server's queue of the environment steps of each episode the
+# collectors wrote: what the learner's data ratio per environment step counts.
+COLLECTED_STEPS_TABLE = 'collected_steps'
 
 
 class ReplayEmptyError(errors.UserError, RuntimeError):
@@ -104,6 +108,21 @@ def make_experience_table(data_spec, name=EXPERIENCE_TABLE, capacity_env_steps=1
       rate_limiter=rate_limiter or make_rate_limiter(),
       max_times_sampled=0,
       signature=experience_signature(data_spec))
+
+
+def make_collected_steps_table(max_size=1_000_000):
+  """One int64 per episode a collector wrote (its env steps), each read once (a FIFO queue).
+
+  A full queue (a learner that stopped draining it for a million episodes)
+  blocks the collectors' reports, not their episodes' windows.
+  """
+  return reverb.Table.queue(COLLECTED_STEPS_TABLE, max_size,
+                            signature=tf.TensorSpec([], tf.int64, 'env_steps'))
+
+
+def report_collected_steps(client, env_steps):
+  """A collector's report of one written episode's env steps."""
+  client.insert(np.int64(env_steps), {COLLECTED_STEPS_TABLE: 1.0})
 
 
 def make_variables_table(variables_spec, name=VARIABLES_TABLE):
