@@ -171,7 +171,13 @@ def check_experiment(experiment):
 MODEL_SHAPE_BINDINGS = (
     'WorldModel.encoder_keys', 'WorldModel.decoder_keys', 'WorldModel.image_depth',
     'RSSM.deter_size', 'RSSM.stoch_size', 'RSSM.hidden_size',
-    'LatentSacAgent.actor_fc_layers', 'LatentSacAgent.critic_fc_layers')
+    'LatentSacAgent.actor_fc_layers', 'LatentSacAgent.critic_fc_layers',
+    'WorldModel.continuation_scale')
+# Model-shaping bindings added after runs existed: (their value in a run saved
+# before them, what of the value shapes the model).
+_ADDED_MODEL_BINDINGS = {
+    'WorldModel.continuation_scale': (0.0, lambda scale: scale > 0),  # a head or none
+}
 
 
 def _saved_bindings(config_path):
@@ -206,14 +212,21 @@ def check_resume(root_dir):
   saved = _saved_bindings(config_path)
   changed = []
   for name in MODEL_SHAPE_BINDINGS:
-    if name not in saved:
+    before, shape = _ADDED_MODEL_BINDINGS.get(name, (None, _normalized))
+    if name in saved:
+      old = saved[name]
+    elif name in _ADDED_MODEL_BINDINGS and any(k.startswith('WorldModel.') for k in saved):
+      old = before  # a run from before the binding existed
+    else:
       continue
     try:
       now = gin.query_parameter(name)
     except ValueError:
-      continue  # not bound now: the configurable's default, which older runs also recorded
-    if _normalized(now) != _normalized(saved[name]):
-      changed.append((name, saved[name], now))
+      if name not in _ADDED_MODEL_BINDINGS:
+        continue  # not bound now: the configurable's default, which older runs also recorded
+      now = before
+    if shape(now) != shape(old):
+      changed.append((name, old, now))
   if not changed:
     return
   lines = [f'  {name}: run {old!r}, this config {new!r}' for name, old, new in changed]
@@ -222,6 +235,9 @@ def check_resume(root_dir):
          for name, old, new in changed):
     hint = ('gin/driving.gin feeds the ego state to the encoders since 2026-12-01 (issue 22); '
             'runs before that encoded camera and lidar only. ')
+  if any(name == 'WorldModel.continuation_scale' for name, _, _ in changed):
+    hint += ('gin/driving.gin trains a continuation head since 2026-12-01 (issue 23); runs '
+             'before that have none. ')
   fix = ' '.join(f"--gin_param='{name} = {old!r}'" for name, old, _ in changed)
   raise SettingError(
       f'{root} holds checkpoints of a model shaped by other settings than this config:\n'

@@ -230,6 +230,61 @@ def test_plan_returns_sum_the_reward_of_arriving_after_each_action(discount):
   np.testing.assert_allclose(returns, expected, atol=1e-3)
 
 
+class ContinuationLogit(tf.Module):
+  """A continuation head: a constant logit, plus `per_a0` x tanh(gain a_0) of the
+  action that led to the state (read from deter, as ActionReward does)."""
+
+  def __init__(self, constant=0.0, per_a0=0.0):
+    super().__init__(name='continuation_logit')
+    self._constant, self._per_a0 = constant, per_a0
+
+  def __call__(self, features):
+    return self._constant + self._per_a0 * features[..., 0]
+
+
+class AliveBonus(tf.Module):
+  """r = 1 + 0.5 tanh(gain a_0): every step pays, a positive a_0 pays more."""
+
+  def __call__(self, features):
+    return 1.0 + 0.5 * features[..., 0]
+
+
+@pytest.mark.parametrize('discount', [1.0, 0.5])
+def test_plan_returns_count_each_reward_while_the_episode_is_predicted_to_go_on(discount):
+  agent = make_agent()
+  remember_last_action(agent.world_model.rssm)
+  go_on = 0.7  # the head's probability at every step
+  policy = planner(agent, ActionReward(TARGET), horizon=3, discount=discount,
+                   continuation_head=ContinuationLogit(np.log(go_on / (1 - go_on))))
+  actions = np.random.default_rng(1).uniform(-1, 1, [2, 5, 3, 2]).astype(np.float32)
+  returns = policy.plan_returns(belief(agent), tf.constant(actions)).numpy()
+  per_step = -np.square(actions - TARGET).sum(-1)
+  # The reward of arriving after action t counts if no earlier arrival ended it.
+  expected = (per_step * (discount * go_on) ** np.arange(3)).sum(-1)
+  np.testing.assert_allclose(returns, expected, rtol=1e-4, atol=1e-4)
+
+
+def test_plans_steer_away_from_an_end_the_model_predicts():
+  # A positive a_0 pays more per step but ends the episode on arrival (the
+  # continuation head's logit -40 tanh(gain a_0)): a crash that pays.
+  agent = make_agent()
+  remember_last_action(agent.world_model.rssm)
+  settings = dict(horizon=4, num_candidates=300, top_k=30, iterations=6)
+  blind = planner(agent, AliveBonus(), **settings)
+  seeing = planner(agent, AliveBonus(), continuation_head=ContinuationLogit(per_a0=-40.0),
+                   **settings)
+  blind_plan, _ = blind.plan(belief(agent), tf.constant([0, 1]))
+  seeing_plan, _ = seeing.plan(belief(agent), tf.constant([0, 1]))
+  # Without the head every step crashes for the bonus; with it, every step but
+  # the last keeps going (ending on the last arrival costs that plan nothing).
+  assert (blind_plan.numpy()[..., 0] > 0.5).all(), blind_plan.numpy()[..., 0]
+  assert (seeing_plan.numpy()[:, :-1, 0] < 0).all(), seeing_plan.numpy()[..., 0]
+  actions = tf.stack([blind_plan, seeing_plan], 1)  # [B, 2, H, A]
+  blind_return, seeing_return = np.moveaxis(
+      seeing.plan_returns(belief(agent), actions).numpy(), 1, 0)
+  assert (seeing_return > 2 * blind_return).all(), (seeing_return, blind_return)
+
+
 def test_cem_finds_the_known_optimum_of_every_plan_step():
   agent = make_agent()
   remember_last_action(agent.world_model.rssm)

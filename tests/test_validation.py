@@ -361,7 +361,25 @@ def test_resuming_a_run_whose_model_had_other_inputs_names_the_spec_change(tmp_p
   assert "WorldModel.encoder_keys: run ['camera', 'lidar'], this config ['camera', 'lidar', 'state']" in message
   assert 'feeds the ego state to the encoders' in message
   assert "--gin_param='WorldModel.encoder_keys = ['camera', 'lidar']'" in message
+  # The run predates the continuation head: it had none, driving.gin trains one.
+  assert 'WorldModel.continuation_scale: run 0.0, this config 1.0' in message
+  assert 'trains a continuation head since' in message
+  assert "--gin_param='WorldModel.continuation_scale = 0.0'" in message
   # The same settings as the run: no error; a root without checkpoints: nothing to check.
   gin.bind_parameter('WorldModel.encoder_keys', ['camera', 'lidar'])
+  gin.bind_parameter('WorldModel.continuation_scale', 0.0)
   validation.check_resume(str(root))
   validation.check_resume(str(tmp_path / 'new_run'))
+
+
+def test_a_continuation_heads_weight_may_change_on_resume_but_not_its_presence(tmp_path):
+  root = _fake_run_root(tmp_path, 'WorldModel.continuation_scale = 1.0\n')
+  gin.bind_parameter('WorldModel.continuation_scale', 3.0)  # the same head, weighted more
+  validation.check_resume(str(root))
+  gin.clear_config()  # unbound: the default, no head
+  with pytest.raises(validation.SettingError, match='continuation_scale: run 1.0, this config 0.0'):
+    validation.check_resume(str(root))
+  # A DMC run from before the head resumes with DMC's files as they are (no head either way).
+  old_dmc = _fake_run_root(tmp_path / 'dmc', 'WorldModel.image_depth = 16\n')
+  gin_files.parse(['dmc_cheetah_run.gin', 'dmc_cpu.gin'])
+  validation.check_resume(str(old_dmc))

@@ -18,6 +18,7 @@ from tf_agents.specs import tensor_spec
 from tf_agents.trajectories import time_step as ts
 from tf_agents.trajectories import trajectory
 
+from planet_tfa import errors
 from planet_tfa.agents import world_model as wm_lib
 from planet_tfa.networks import rssm as rssm_lib
 import tiny_model
@@ -209,6 +210,34 @@ def test_loss_terms_match_hand_computation():
   expected += 0.5 * terms['kl'].numpy()
   assert total.numpy() == pytest.approx(expected, rel=1e-5)
   assert terms['model_loss'].numpy() == pytest.approx(total.numpy())
+
+
+def test_the_continuation_head_is_fit_to_the_arrival_that_ends_the_episode():
+  """Arriving at step t ends the episode when discount[t-1] is 0 (a terminal
+  LAST); a time-limit LAST (discount 1) goes on; padding after LAST is masked."""
+  tf.random.set_seed(0)
+  rng = np.random.default_rng(3)
+  model = _tiny_model(continuation_scale=2.0, free_nats=0.0)
+  assert _tiny_model().continuation_decoder is None  # off: no head, no variables
+  step_type = np.array([[F, M, L, L], [F, M, M, L]], np.int32)
+  mask = np.array([[1, 1, 1, 0], [1, 1, 1, 1]], np.float32)
+  discount = np.array([[1, 0, 1, 1], [1, 1, 1, 1]], np.float32)  # row 0 crashes into step 2
+  obs = _random_observation(rng, [2, 4])
+  experience = _experience({k: tf.constant(v) for k, v in obs.items()},
+                           rng.uniform(-1, 1, [2, 4, 2]), step_type,
+                           rng.normal(size=[2, 4])).replace(discount=tf.constant(discount))
+  total, terms, post = model.loss(experience)
+  logit = model.continuation_decoder(rssm_lib.features(post)).numpy()[:, 1:]
+  goes_on = np.array([[1, 0, 1], [1, 1, 1]], np.float32)  # arrivals at t = 1, 2, 3
+  log_prob = np.where(goes_on > 0, -np.logaddexp(0, -logit), -np.logaddexp(0, logit))
+  expected = (log_prob * mask[:, 1:]).sum() / mask[:, 1:].sum()
+  assert terms['continuation_log_prob'].numpy() == pytest.approx(expected, rel=1e-4)
+  without = total.numpy() + 2.0 * terms['continuation_log_prob'].numpy()
+  assert without == pytest.approx(
+      sum(-terms[f'{k}_log_prob'].numpy() for k in ('pixels', 'bev', 'ego'))
+      - 10.0 * terms['reward_log_prob'].numpy() + terms['kl_loss'].numpy(), rel=1e-5)
+  with pytest.raises(errors.ConfigError, match='continuation_scale=-1'):
+    _tiny_model(continuation_scale=-1.0)
 
 
 # --- learnability on real frames --------------------------------------------

@@ -10,8 +10,10 @@ action is chosen differs. From the filtered belief, every action:
   repeat `iterations` times:
     candidate_actions ~ clip(N(mean, std))                    [B, N, H, A]
     roll each sequence open loop through the RSSM prior, from the belief,
-    and score it: sum_t discount^t reward_head(s_{t+1})
-                  (+ discount^H V(s_H) with a terminal value) -> [B, N]
+    and score it: sum_t discount^t alive_t reward_head(s_{t+1})
+                  (+ discount^H alive_H V(s_H) with a terminal value) -> [B, N]
+    alive_t: the probability, by the world model's continuation head, that the
+    episode has not ended before arriving at s_{t+1} (1 without the head)
     mean, std = moments of the `top_k` best sequences
   action = mean[:, 0] (greedy), + Gaussian exploration noise (collect).
 
@@ -142,6 +144,9 @@ class CemPlanningPolicy(latent_policy.LatentFilterPolicy):
     discount: per-step discount of a plan's rewards; None: 1 (PlaNet) without a
       terminal value, `critic_gamma` with one.
     greedy_seed: the greedy variant's fixed stateless seed.
+    continuation_head: the world model's continuation head (features ->
+      logit of going on), or None: rewards and the terminal value past a
+      predicted end of the episode count with the probability it has not ended.
   """
 
   def __init__(self, time_step_spec, action_spec, rssm_network, reward_head,
@@ -149,7 +154,8 @@ class CemPlanningPolicy(latent_policy.LatentFilterPolicy):
                critic_reward_scale=1.0, greedy=True, sample_posterior=None,
                horizon=12, num_candidates=1000,
                top_k=100, iterations=10, exploration_noise_std=0.3, actor_share=0.0,
-               terminal_value=None, discount=None, greedy_seed=0, name=None):
+               terminal_value=None, discount=None, greedy_seed=0, continuation_head=None,
+               name=None):
     check_config(horizon, num_candidates, top_k, iterations, exploration_noise_std,
                  actor_share, terminal_value, discount, actor_network is not None,
                  bool(critics))
@@ -160,6 +166,7 @@ class CemPlanningPolicy(latent_policy.LatentFilterPolicy):
     # sync to remote collectors) holds everything the planner reads.
     self._rssm = rssm_network.rssm
     self._reward_head = reward_head
+    self._continuation_head = continuation_head
     uses_actor = actor_share > 0 or terminal_value is not None
     self._actor_network = actor_network if uses_actor else None
     self._value_critics = tuple(critics[terminal_value]) if terminal_value else ()
@@ -272,9 +279,14 @@ class CemPlanningPolicy(latent_policy.LatentFilterPolicy):
     imagined_features = rssm_lib.features(imagined)             # [B*N, H, F]
     rewards = self._reward_head(imagined_features)                # [B*N, H]
     discounts = self._discount ** tf.range(self._horizon, dtype=tf.float32)
-    returns = tf.reduce_sum(rewards * discounts, -1)              # [B*N]
+    alive_after = tf.ones_like(rewards)
+    if self._continuation_head is not None:
+      alive_after = tf.math.cumprod(tf.sigmoid(self._continuation_head(imagined_features)), -1)
+    # The reward of arriving at a step counts if the episode had not ended before it.
+    alive_before = tf.concat([tf.ones_like(alive_after[:, :1]), alive_after[:, :-1]], -1)
+    returns = tf.reduce_sum(rewards * discounts * alive_before, -1)  # [B*N]
     if self._value_critics:
-      returns += (self._discount ** self._horizon
+      returns += (self._discount ** self._horizon * alive_after[:, -1]
                   * self.terminal_values(imagined_features[:, -1]))
     return tf.reshape(returns, [batch_size, num])
 

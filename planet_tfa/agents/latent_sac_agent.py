@@ -257,7 +257,9 @@ class LatentSacAgent(tf_agent.TFAgent):
           self._world_model.reward_decoder, actor_network=self._actor_network,
           critics=critics, critic_gamma=self._gamma,
           critic_reward_scale=self._reward_scale_factor, greedy=greedy,
-          sample_posterior=sample_posterior, **dict(self._planner_settings, **planner_kwargs))
+          sample_posterior=sample_posterior,
+          continuation_head=self._world_model.continuation_decoder,
+          **dict(self._planner_settings, **planner_kwargs))
     raise errors.ConfigError(f'unknown policy kind {kind!r}: choose one of {POLICY_KINDS}.')
 
   def greedy_policy(self, greedy_filter=None, sensors_only=False):

@@ -13,6 +13,7 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 from tf_agents.trajectories import time_step as ts
 
+from planet_tfa import errors
 from planet_tfa import hardware
 from planet_tfa.networks import decoders
 from planet_tfa.networks import encoders
@@ -78,6 +79,11 @@ class WorldModel(tf.Module):
       bird's-eye mask): used in the loss, never by the policy.
     rssm: the RSSM layer (gin-configurable sizes).
     reward_scale: weight of the reward log-likelihood (PlaNet: 10).
+    continuation_scale: weight of the continuation head's log-likelihood
+      (Dreamer's discount head): 0 (the default, for tasks that never
+      terminate) builds no head; > 0 trains one on the replay's discounts
+      (0 on arriving at a terminal step), which the planner uses to stop
+      counting reward past a predicted end. Turning it on adds variables.
     free_nats: per-step KL below this is not penalised (PlaNet: 3).
     kl_scale: weight of the KL term.
     kl_balance: None, or DreamerV2's balance alpha (e.g. 0.8).
@@ -90,7 +96,8 @@ class WorldModel(tf.Module):
   """
 
   def __init__(self, observation_spec, action_spec, encoder_keys=None,
-               decoder_keys=None, rssm=None, reward_scale=10.0, free_nats=3.0,
+               decoder_keys=None, rssm=None, reward_scale=10.0, continuation_scale=0.0,
+               free_nats=3.0,
                kl_scale=1.0, kl_balance=None, image_depth=32, image_precision='float32',
                name='world_model'):
     super().__init__(name=name)
@@ -111,6 +118,10 @@ class WorldModel(tf.Module):
     self.encoder_keys = encoder_keys
     self.decoder_keys = decoder_keys
     self.reward_scale = reward_scale
+    if continuation_scale < 0:
+      raise errors.ConfigError(
+          f'WorldModel.continuation_scale={continuation_scale}: must be >= 0 (0: no head).')
+    self.continuation_scale = float(continuation_scale)
     self.free_nats = free_nats
     self.kl_scale = kl_scale
     self.kl_balance = kl_balance
@@ -133,6 +144,8 @@ class WorldModel(tf.Module):
       else:
         self.decoders[key] = decoders.VectorDecoder(spec.shape[-1], name=f'{key}_decoder')
     self.reward_decoder = decoders.reward_decoder()
+    self.continuation_decoder = (decoders.continuation_decoder() if continuation_scale > 0
+                                 else None)
     self._build()
 
   @property
@@ -155,6 +168,8 @@ class WorldModel(tf.Module):
     for decoder in self.decoders.values():
       decoder(feats)
     self.reward_decoder(feats)
+    if self.continuation_decoder is not None:
+      self.continuation_decoder(feats)
 
   def observe(self, observation, action, step_type, sample=True):
     """Filters [B, T] windows: returns (posterior, prior) dicts of [B, T, ...]."""
@@ -205,6 +220,14 @@ class WorldModel(tf.Module):
     reward_log_prob = tfd.Normal(reward_pred, 1.0).log_prob(reward_target)
     terms['reward_log_prob'] = masked_mean(reward_log_prob, reward_mask)
     total -= self.reward_scale * terms['reward_log_prob']
+
+    if self.continuation_decoder is not None:
+      # Arriving at step t ends the episode when trajectory.discount[t-1] is 0.
+      continuation_logit = self.continuation_decoder(feat)[:, 1:]
+      continues = tf.cast(experience.discount[:, :-1] > 0, tf.float32)
+      continuation_log_prob = tfd.Bernoulli(logits=continuation_logit).log_prob(continues)
+      terms['continuation_log_prob'] = masked_mean(continuation_log_prob, reward_mask)
+      total -= self.continuation_scale * terms['continuation_log_prob']
 
     kl_per_step, kl = kl_loss(post, prior, self.free_nats, self.kl_balance)
     terms['kl'] = masked_mean(kl, mask)

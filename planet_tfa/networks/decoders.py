@@ -73,3 +73,10 @@ def reward_decoder(units=(200, 200), activation='elu'):
   """PlaNet's reward head: a scalar per step."""
   return VectorDecoder(1, units=units, activation=activation, squeeze=True,
                        name='reward_decoder')
+
+
+@gin.configurable
+def continuation_decoder(units=(200, 200), activation='elu'):
+  """The continuation head: per step, the logit of the episode going on after arriving there."""
+  return VectorDecoder(1, units=units, activation=activation, squeeze=True,
+                       name='continuation_decoder')
