@@ -116,6 +116,11 @@ BENCHMARKS = (
               about='glibc against tcmalloc processes of slac_shape, interleaved over rounds',
               args=('--rounds', '3', '--steps', '7'), quick_args=('--rounds', '1', '--steps', '2'),
               docs='README.md'),
+    Benchmark('peer_slac', 'bench.peer_slac', 'Training step', in_suite=False,
+              about='our SLAC-shaped iteration against the PyTorch SLAC peer, interleaved '
+                    '(skipped, saying how to install it, when the peer is not installed)',
+              context=('rounds', 'warmup_rounds', 'peer_commit', 'model_batch', 'sac_batch',
+                       'seq', 'depth', 'image_precision')),
     Benchmark('world_model', 'bench.world_model_bench', 'Training step', in_suite=False,
               about='world-model update on synthetic frames, with and without XLA',
               args=('--depths', '32,16', '--jit', '0,1'),

@@ -11,6 +11,7 @@ or a GPU, and are 4-6x slower without them: `image_precision('auto')` picks.
 Nothing here imports TensorFlow at module level: `planet_tfa` imports this
 module before TensorFlow is loaded.
 """
+import functools
 import os
 import sys
 
@@ -28,6 +29,7 @@ def prefer_onednn(environ=None):
   return True
 
 
+@functools.lru_cache(maxsize=None)  # the CPU does not change: read once per process
 def cpu_info(cpuinfo_path='/proc/cpuinfo'):
   """{'cpu': model name, 'flags': the FLAGS_OF_INTEREST present} (unknown off Linux)."""
   model, flags = 'unknown', set()

@@ -240,3 +240,18 @@ def test_a_tool_given_a_wrong_root_names_it_without_a_traceback(tmp_path):
   assert result.returncode == 1
   assert 'is not a planet_tfa run root' in result.stderr and 'Traceback' not in result.stderr
   assert f'(library log: {tmp_path / "logs" / "bench.belief_gap.log"})' in result.stderr
+
+
+def test_the_peer_comparison_without_the_peer_says_how_to_install_it(tmp_path):
+  from bench import peer_slac  # pylint: disable=g-import-not-at-top
+  result = subprocess.run([sys.executable, '-m', 'bench.peer_slac',
+                           f'--peer_dir={tmp_path / "no_checkout"}'], cwd=REPO,
+                          env=dict(ENV, PLANET_TFA_LOG_DIR=str(tmp_path / 'logs')),
+                          capture_output=True, text=True, timeout=120)
+  assert result.returncode == 0, result.stderr[-2000:]
+  (line,) = [json.loads(l) for l in result.stdout.splitlines() if l.startswith('{')]
+  assert line['name'] == 'peer_slac_skipped' and line['value'] is None
+  assert line['reason'] in ('PyTorch is not installed',
+                            f'{tmp_path / "no_checkout"} is not a checkout of '
+                            f'{peer_slac.PEER_REPOSITORY} (no slac/algo.py)')
+  assert peer_slac.PEER_COMMIT in line['install'] and 'download.pytorch.org/whl/cpu' in line['install']
