@@ -231,10 +231,10 @@ def check_resume(root_dir):
     return
   lines = [f'  {name}: run {old!r}, this config {new!r}' for name, old, new in changed]
   hint = ''
-  if any(name == 'WorldModel.encoder_keys' and 'state' in (new or []) and 'state' not in old
-         for name, old, new in changed):
-    hint = ('gin/driving.gin feeds the ego state to the encoders since 2026-12-01 (issue 22); '
-            'runs before that encoded camera and lidar only. ')
+  if any(name == 'WorldModel.encoder_keys' and {'state', 'route'} & set(new or [])
+         - set(old or []) for name, old, new in changed):
+    hint = ('gin/driving.gin feeds the ego state and the route to the encoders since '
+            '2026-12-01 (issue 22); runs before that encoded camera and lidar only. ')
   if any(name == 'WorldModel.continuation_scale' for name, _, _ in changed):
     hint += ('gin/driving.gin trains a continuation head since 2026-12-01 (issue 23); runs '
              'before that have none. ')

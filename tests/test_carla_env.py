@@ -7,6 +7,7 @@ row floor(48.5 - 2f), column floor(32.5 + 2r)), so a wrong axis, sign, scale
 or yaw convention fails.
 """
 import importlib.util
+import math
 import os
 import queue
 import sys
@@ -51,11 +52,12 @@ def block(rows, cols):
 
 def test_observation_and_action_specs():
   spec = carla_specs.observation_spec()
-  assert list(spec) == ['camera', 'lidar', 'birdeye', 'state']
+  assert list(spec) == ['camera', 'lidar', 'birdeye', 'state', 'route']
   for key in ('camera', 'lidar', 'birdeye'):
     assert spec[key].shape == (64, 64, 3) and spec[key].dtype == np.uint8
     assert spec[key].minimum == 0 and spec[key].maximum == 255
   assert spec['state'].shape == (4,) and spec['state'].dtype == np.float32
+  assert spec['route'].shape == (12,) and spec['route'].dtype == np.float32
   small = carla_specs.observation_spec(image_size=32, state_size=4)
   assert small['lidar'].shape == (32, 32, 3)
   action = carla_specs.action_spec()
@@ -509,3 +511,50 @@ def test_end_to_end_with_a_server():
   assert not left, f'actors of the adapter left after close: {left}'
   settings = world.get_settings()
   assert not settings.synchronous_mode and not settings.fixed_delta_seconds
+
+
+def _turning_route(turn_deg, junction=(10, 14)):
+  """A route east along x, then a quarter circle of `turn_deg` through a junction:
+  waypoints every 2 m with CARLA's clockwise yaw; (xy, arc, yaw, in_junction)."""
+  xy, yaw = [[2.0 * k, 0.0] for k in range(11)], [0.0] * 11
+  radius, steps = 8.0, 8
+  sign = math.copysign(1.0, turn_deg)
+  for k in range(1, steps + 1):
+    angle = math.radians(abs(turn_deg)) * k / steps
+    xy.append([20.0 + radius * math.sin(angle), sign * radius * (1 - math.cos(angle))])
+    yaw.append(sign * math.degrees(angle))
+  xy, yaw = np.array(xy), np.array(yaw)
+  in_junction = np.zeros(len(xy), bool)
+  in_junction[junction[0]:junction[1]] = True
+  return xy, carla_route.route_arc_lengths(xy), yaw, in_junction
+
+
+@pytest.mark.parametrize('turn_deg, command', [(90.0, 'right'), (-90.0, 'left'),
+                                                (10.0, 'straight')])
+def test_the_route_command_names_the_turn_at_the_next_junction(turn_deg, command):
+  _, arc, yaw, in_junction = _turning_route(turn_deg)
+  assert carla_route.junction_command(arc, yaw, in_junction, arc_now=5.0) == command
+  # Further than command_distance from it, or past it: follow the lane.
+  assert carla_route.junction_command(arc, yaw, in_junction, arc_now=0.0,
+                                      command_distance=10.0) == 'follow_lane'
+  assert carla_route.junction_command(arc, yaw, in_junction, arc_now=arc[-1]) == 'follow_lane'
+  # A route planned only into the junction has no exit to name yet.
+  assert carla_route.junction_command(arc[:13], yaw[:13], in_junction[:13],
+                                      arc_now=5.0) == 'follow_lane'
+
+
+def test_the_route_points_ahead_are_in_the_ego_frame():
+  xy, arc, yaw, _ = _turning_route(90.0)
+  # On the route at 5 m, heading along it: points 5..20 m along the route.
+  ahead = carla_route.route_points_ahead(xy, arc, 5.0)
+  np.testing.assert_allclose(ahead[:2], [[10.0, 0.0], [15.0, 0.0]], atol=1e-6)
+  assert ahead[3, 1] > 1.0  # 25 m along: into the right turn (+y is right in CARLA)
+  vector = carla_route.route_vector('right', ahead, [5.0, 1.0], 0.0)
+  assert vector.shape == (carla_route.ROUTE_SIZE,) and vector.dtype == np.float32
+  np.testing.assert_array_equal(vector[:4], [0, 0, 1, 0])
+  points = vector[4:].reshape(-1, 2)  # (forward, right): the ego is 1 m right of the route
+  np.testing.assert_allclose(points[:2], [[5.0, -1.0], [10.0, -1.0]], atol=1e-6)
+  # Facing +y (yaw 90): the route's +x is to the ego's left.
+  turned = carla_route.route_vector('follow_lane', ahead[:1], [5.0, 0.0], 90.0)
+  np.testing.assert_allclose(turned[4:6], [0.0, -5.0], atol=1e-6)
+  assert len(carla_route.ROUTE_NAMES) == carla_route.ROUTE_SIZE

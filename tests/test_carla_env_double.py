@@ -21,6 +21,7 @@ from planet_tfa.environments.carla import env as carla_env
 from planet_tfa.environments.carla import errors as carla_errors
 from planet_tfa.environments.carla import geometry as carla_geometry
 from planet_tfa.environments.carla import reward as carla_reward
+from planet_tfa.environments.carla import route as carla_route
 from planet_tfa.environments.carla import settings as carla_settings
 from planet_tfa.environments.carla import specs as carla_specs
 from planet_tfa.replay import observers
@@ -489,3 +490,34 @@ def test_steer_and_brake_limits_scale_the_control_sent_to_the_ego():
       pytest.approx(0.8), 0.0, pytest.approx(-0.2))
   with pytest.raises(ValueError, match='steer_limit'):
     carla_settings.EpisodeSettings(steer_limit=0.0)
+
+
+def test_the_route_input_names_the_planned_branch_before_the_fork(server, monkeypatch):
+  """20 m before the fork the command says which branch the route takes (seeded at
+  random): a car that goes straight leaves a planned right turn (a re-plan) and
+  follows a planned straight one."""
+  monkeypatch.setattr(carla_double, 'SPAWN_POINTS', [(0, 200.0)])
+  replans = {}
+  for seed in range(6):
+    env = make_env(seed=seed, episode=dict(max_steps=70), reward=dict(target_speed=20.0))
+    time_step = env.reset()
+    route_input = time_step.observation['route']
+    assert route_input[:4].sum() == 1.0
+    command = carla_route.COMMANDS[int(np.argmax(route_input[:4]))]
+    # The ego sits on the route, facing along it: the points lie straight ahead.
+    np.testing.assert_allclose(route_input[4:].reshape(4, 2),
+                               [[5.0, 0.0], [10.0, 0.0], [15.0, 0.0], [20.0, 0.0]], atol=0.5)
+    while not time_step.is_last():
+      time_step = env.step(np.array([0.6, 0.0], np.float32))
+    replans.setdefault(command, []).append(env.get_info()['route_replans'])
+    env.close()
+  assert set(replans) == {'right', 'straight'}, replans
+  assert all(r > 0 for r in replans['right']) and not any(replans['straight']), replans
+
+
+def test_far_from_a_junction_the_route_command_is_follow_lane(server, monkeypatch):
+  monkeypatch.setattr(carla_double, 'SPAWN_POINTS', [(0, 60.0)])
+  env = make_env(seed=0)
+  time_step = env.reset()
+  np.testing.assert_array_equal(time_step.observation['route'][:4], [1, 0, 0, 0])
+  env.close()

@@ -41,7 +41,7 @@ def test_carla_gin_binds_the_simulator_and_sensor_keys():
   try:
     assert gin.query_parameter('load_environment.loader').selector == 'CarlaEnv'
     assert gin.query_parameter('CarlaServer.port') == 2000
-    assert gin.query_parameter('WorldModel.encoder_keys') == ['camera', 'lidar', 'state']
+    assert gin.query_parameter('WorldModel.encoder_keys') == ['camera', 'lidar', 'state', 'route']
     assert 'birdeye' in gin.query_parameter('WorldModel.decoder_keys')
     assert gin.query_parameter('LatentSacAgent.target_entropy') == -2.0
   finally:
@@ -65,21 +65,24 @@ def test_world_model_trains_on_carla_windows_including_the_birdeye_target(carla_
   assert np.isfinite(info.loss.numpy())
 
 
-def test_exported_carla_policy_takes_camera_lidar_and_state_not_the_birdeye(carla_agent, tmp_path):
+def test_exported_carla_policy_takes_camera_lidar_state_and_route_not_the_birdeye(carla_agent, tmp_path):
   policy = carla_agent.export_policy()
-  assert sorted(policy.time_step_spec.observation) == ['camera', 'lidar', 'state']
+  assert sorted(policy.time_step_spec.observation) == ['camera', 'lidar', 'route', 'state']
   paths = saved_policies.export_policies(carla_agent, str(tmp_path), carla_agent.train_step_counter)
   loaded = tf.saved_model.load(paths['greedy_policy'])
   action_fn = loaded.signatures['action']
   input_names = {spec.name for spec in action_fn.structured_input_signature[1].values()}
-  assert {'0/observation/camera', '0/observation/lidar', '0/observation/state'} <= input_names
+  assert {'0/observation/camera', '0/observation/lidar', '0/observation/state',
+          '0/observation/route'} <= input_names
   assert not any('birdeye' in name for name in input_names)
   state = loaded.get_initial_state(2)
   step = ts.TimeStep(step_type=tf.zeros([2], tf.int32), reward=tf.zeros([2]),
                      discount=tf.ones([2]),
                      observation={'camera': tf.zeros([2, 64, 64, 3], tf.uint8),
                                   'lidar': tf.zeros([2, 64, 64, 3], tf.uint8),
-                                  'state': tf.constant([[0.5, 0.1, 5.0, 50.0]] * 2)})
+                                  'state': tf.constant([[0.5, 0.1, 5.0, 50.0]] * 2),
+                                  'route': tf.constant([[1.0, 0, 0, 0, 5, 0, 10, 0, 15, 0,
+                                                         20, 0]] * 2)})
   out = loaded.action(step, state)
   assert out.action.shape == (2, 2)
   assert np.all(np.abs(out.action.numpy()) <= 1.0)

@@ -60,7 +60,7 @@ def test_carla_sac_gin_trains_evaluates_exports_and_resumes_after_kill(tmp_path)
   loaded = tf.saved_model.load(str(root / 'policies' / 'greedy_policy'))
   names = {s.name for s in loaded.signatures['action'].structured_input_signature[1].values()}
   # The policy takes what driving.gin encodes (the ego state included), never the decode-only mask.
-  assert all(any(n.endswith(k) for n in names) for k in ('camera', 'lidar', 'state'))
+  assert all(any(n.endswith(k) for n in names) for k in ('camera', 'lidar', 'state', 'route'))
   assert not any('birdeye' in n for n in names)
 
   # A longer run of the same root, killed (-9) once its third iteration is

@@ -69,6 +69,39 @@ def test_real_episode_has_carla_layout_and_rendered_frames(scenario):
     env.close()
 
 
+@pytest.mark.parametrize('scenario', ['highway-fast', 'racetrack'])
+def test_the_route_input_is_the_lane_ahead_in_the_ego_frame(scenario):
+  # No junctions: the command is always follow_lane; the points are the ego
+  # lane's centre 5..20 m ahead, each on that lane, in CARLA's (forward, right).
+  env = highway.load_highway(scenario, seed=0)
+  try:
+    time_step = env.reset()
+    for _ in range(30):
+      route_input = time_step.observation['route']
+      np.testing.assert_array_equal(route_input[:4], [1, 0, 0, 0])
+      vehicle = env.simulator.vehicle
+      forward_right = route_input[4:].reshape(4, 2).astype(np.float64)
+      yaw = vehicle.heading
+      world = vehicle.position + (forward_right[:, :1] * [np.cos(yaw), np.sin(yaw)]
+                                  + forward_right[:, 1:] * [-np.sin(yaw), np.cos(yaw)])
+      lanes = env.simulator.road.network
+      for point in world:  # on a lane centre of the road
+        lane = lanes.get_lane(lanes.get_closest_lane_index(point, yaw))
+        assert abs(lane.local_coordinates(point)[1]) < 0.05, (scenario, point)
+      # Spaced 5 m along the lane (chords of a curve are a little shorter).
+      gaps = np.linalg.norm(np.diff(world, axis=0), axis=-1)
+      assert ((gaps > 4.5) & (gaps < 5.01)).all(), gaps
+      lateral = time_step.observation['state'][0]
+      if abs(time_step.observation['state'][1]) < 0.02 and scenario == 'highway-fast':
+        # Facing along a straight lane: the points are |offset| to the other side.
+        np.testing.assert_allclose(forward_right[:, 1], -lateral, atol=0.2)
+      time_step = env.step(np.array([0.2, 0.05], np.float32))
+      if time_step.is_last():
+        break
+  finally:
+    env.close()
+
+
 def test_lidar_sees_the_car_ahead_in_the_obstacle_channel():
   env = highway.load_highway('highway-fast', seed=0)
   try:
@@ -220,7 +253,7 @@ def test_driving_gin_files_share_the_model_and_differ_only_in_the_environment():
   gin_files.parse(['highway_sac.gin'])
   try:
     assert gin.query_parameter('load_environment.loader').selector == 'load_highway'
-    assert gin.query_parameter('WorldModel.encoder_keys') == ['camera', 'lidar', 'state']
+    assert gin.query_parameter('WorldModel.encoder_keys') == ['camera', 'lidar', 'state', 'route']
   finally:
     gin.clear_config()
 
@@ -264,8 +297,9 @@ def test_train_eval_on_highway_sac_gin_writes_eval_videos_and_exports(tmp_path):
   assert 'eval/video_real_left_model_right' in event_tags(str(tmp_path / 'eval'))
   loaded = tf.saved_model.load(str(tmp_path / 'policies' / 'greedy_policy'))
   names = {s.name for s in loaded.signatures['action'].structured_input_signature[1].values()}
-  # driving.gin encodes camera, lidar and the ego state; the bird's-eye mask is decode-only.
-  assert {'0/observation/camera', '0/observation/lidar', '0/observation/state'} <= names
+  # driving.gin encodes camera, lidar, the ego state and the route; the mask is decode-only.
+  assert {'0/observation/camera', '0/observation/lidar', '0/observation/state',
+          '0/observation/route'} <= names
   assert not any('birdeye' in n for n in names)
   # bench.driving_eval drives the exported policy and reads the env's info.
   from bench import driving_eval  # pylint: disable=g-import-not-at-top

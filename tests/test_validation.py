@@ -358,8 +358,9 @@ def test_resuming_a_run_whose_model_had_other_inputs_names_the_spec_change(tmp_p
   with pytest.raises(validation.SettingError) as raised:
     validation.check_resume(str(root))
   message = str(raised.value)
-  assert "WorldModel.encoder_keys: run ['camera', 'lidar'], this config ['camera', 'lidar', 'state']" in message
-  assert 'feeds the ego state to the encoders' in message
+  assert ("WorldModel.encoder_keys: run ['camera', 'lidar'], this config "
+          "['camera', 'lidar', 'state', 'route']") in message
+  assert 'feeds the ego state and the route to the encoders' in message
   assert "--gin_param='WorldModel.encoder_keys = ['camera', 'lidar']'" in message
   # The run predates the continuation head: it had none, driving.gin trains one.
   assert 'WorldModel.continuation_scale: run 0.0, this config 1.0' in message

@@ -30,6 +30,10 @@ What each key means here (all images 64x64 uint8, forward up, right to the right
            the ego's axis (m, capped at 50, `carla.route.front_vehicle_distance`)].
            CARLA measures offset and heading against its planned route; here
            the ego's current lane is the route.
+  route:   carla.route.ROUTE_NAMES, as CARLA's: the command (always
+           follow_lane: highway-env's roads have no junctions to choose at)
+           and the ego lane's centre 5, 10, 15 and 20 m ahead (following the
+           lanes that continue it) in the ego frame (m forward, m right).
 
 Why not highway-env's `OccupancyGrid` observation for the mask: it marks one
 cell per vehicle centre and only lane *centre lines* as road, and it took
@@ -445,7 +449,23 @@ class HighwayDrivingEnv(py_environment.PyEnvironment):
     front = carla_route.front_vehicle_distance(
         ego_xy, ego_yaw_deg, [v.position for v in sim.road.vehicles if v is not vehicle])
     state = carla_route.state_vector(lateral, heading_error, vehicle.speed, front)
-    return {'camera': camera, 'lidar': lidar, 'birdeye': birdeye, 'state': state}
+    return {'camera': camera, 'lidar': lidar, 'birdeye': birdeye, 'state': state,
+            'route': self._route_input(vehicle, longitudinal, ego_xy, ego_yaw_deg)}
+
+  def _route_input(self, vehicle, longitudinal, ego_xy, ego_yaw_deg):
+    """CARLA's route input: the ego's lane ahead is the route and it has no junctions."""
+    network = self._sim.road.network
+    lane_index, lane = vehicle.lane_index, vehicle.lane
+    lane_start = 0.0  # arc length, from the ego's lane's start, where `lane` starts
+    points = []
+    for k in range(1, carla_route.ROUTE_POINTS + 1):
+      target = longitudinal + k * carla_route.ROUTE_POINT_SPACING_M
+      while target - lane_start > lane.length:  # past this lane's end: the lane after it
+        lane_start += lane.length
+        lane_index = network.next_lane(lane_index, position=lane.position(lane.length, 0.0))
+        lane = network.get_lane(lane_index)
+      points.append(lane.position(target - lane_start, 0.0))
+    return carla_route.route_vector('follow_lane', points, ego_xy, ego_yaw_deg)
 
 
 @gin.configurable

@@ -210,6 +210,8 @@ class CarlaEnv(py_environment.PyEnvironment):
     self._first_frame = 0  # the episode's first observed frame: contacts up to it are the spawn's
     self._route_waypoints = []
     self._route_xy = np.zeros((0, 2))
+    self._route_yaws = np.zeros((0,))
+    self._route_in_junction = np.zeros((0,), bool)
     self._route_arc = np.zeros((0,))
     self._route_quads = geometry.PolygonIndex(np.zeros((0, 4, 2)))
     self._route_segment = 0
@@ -324,6 +326,8 @@ class CarlaEnv(py_environment.PyEnvironment):
     self._route_xy = np.array([[w.transform.location.x, w.transform.location.y]
                                for w in waypoints])
     yaws = np.array([w.transform.rotation.yaw for w in waypoints])
+    self._route_yaws = yaws
+    self._route_in_junction = np.array([bool(w.is_junction) for w in waypoints])
     widths = np.array([w.lane_width for w in waypoints])
     self._route_arc = route.route_arc_lengths(self._route_xy) + self._route_arc_origin
     self._route_quads = geometry.PolygonIndex(geometry.lane_segment_quads(
@@ -526,10 +530,16 @@ class CarlaEnv(py_environment.PyEnvironment):
         projection.lateral_offset, route.heading_error(ego_yaw, projection.yaw_deg), speed,
         route.front_vehicle_distance(ego_xy, ego_yaw, others_xy,
                                      max_distance=self._sensor_settings.front_max_distance))
+    command = route.junction_command(self._route_arc, self._route_yaws,
+                                     self._route_in_junction, projection.arc_length,
+                                     self._route_settings.command_distance)
     observation = collections.OrderedDict(
         camera=geometry.camera_to_rgb(geometry.image_to_bgra(camera),
                                       self._sensor_settings.image_size),
-        lidar=lidar_image, birdeye=birdeye, state=state)
+        lidar=lidar_image, birdeye=birdeye, state=state,
+        route=route.route_vector(
+            command, route.route_points_ahead(self._route_xy, self._route_arc,
+                                              projection.arc_length), ego_xy, ego_yaw))
     measurements = dict(arc_length=projection.arc_length, speed=speed,
                         lateral_offset=projection.lateral_offset,
                         on_driving_lane=on_lane)

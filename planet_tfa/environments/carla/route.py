@@ -66,3 +66,63 @@ def front_vehicle_distance(ego_xy, ego_yaw_deg, others_xy, corridor_half_width=2
 
 def state_vector(lateral_offset, heading_error_rad, speed, front_distance):
   return np.array([lateral_offset, heading_error_rad, speed, front_distance], np.float32)
+
+
+# ---- the route input (what a leaderboard agent is given) ----------------------
+# The next junction's command, one-hot, then the route's points ahead of the
+# ego at ROUTE_POINT_SPACING_M, ROUTE_POINT_SPACING_M * 2, ... in the ego frame
+# (metres forward, metres right). CARLA and highway-env share it.
+COMMANDS = ('follow_lane', 'left', 'right', 'straight')
+ROUTE_POINTS = 4
+ROUTE_POINT_SPACING_M = 5.0
+ROUTE_SIZE = len(COMMANDS) + 2 * ROUTE_POINTS
+ROUTE_NAMES = tuple(f'command_{c}' for c in COMMANDS) + tuple(
+    f'point_{k}_{axis}_m' for k in range(1, ROUTE_POINTS + 1) for axis in ('forward', 'right'))
+
+
+def points_along(route_xy, arc_lengths, arcs):
+  """World points [K, 2] of a polyline at arc lengths `arcs` (clamped to its ends)."""
+  route_xy = np.asarray(route_xy, np.float64)
+  arcs = np.clip(np.asarray(arcs, np.float64), arc_lengths[0], arc_lengths[-1])
+  return np.stack([np.interp(arcs, arc_lengths, route_xy[:, 0]),
+                   np.interp(arcs, arc_lengths, route_xy[:, 1])], -1)
+
+
+def junction_command(arc_lengths, yaws_deg, in_junction, arc_now, command_distance=20.0,
+                     turn_deg=30.0):
+  """The command of the route's next junction within `command_distance` ahead.
+
+  The turn is the route's yaw change from the waypoint before the junction to
+  the first one after it (CARLA's yaw grows clockwise: + is right); no junction
+  ahead, or one the route leaves before passing: 'follow_lane'.
+  """
+  in_junction = np.asarray(in_junction, bool)
+  ahead = np.flatnonzero(in_junction & (np.asarray(arc_lengths) >= arc_now)
+                         & (np.asarray(arc_lengths) <= arc_now + command_distance))
+  if not len(ahead):
+    return 'follow_lane'
+  entry = ahead[0]
+  exits = np.flatnonzero(~in_junction[entry:])
+  if not len(exits):
+    return 'follow_lane'  # the route ends inside it: no exit to point at yet
+  before, after = max(entry - 1, 0), entry + exits[0]
+  turn = (yaws_deg[after] - yaws_deg[before] + 180.0) % 360.0 - 180.0
+  if turn > turn_deg:
+    return 'right'
+  if turn < -turn_deg:
+    return 'left'
+  return 'straight'
+
+
+def route_points_ahead(route_xy, arc_lengths, arc_now):
+  """World points [ROUTE_POINTS, 2] of the route every ROUTE_POINT_SPACING_M past `arc_now`."""
+  return points_along(route_xy, arc_lengths,
+                      arc_now + ROUTE_POINT_SPACING_M * np.arange(1, ROUTE_POINTS + 1))
+
+
+def route_vector(command, points_ahead_xy, ego_xy, ego_yaw_deg):
+  """[ROUTE_SIZE] float32: the command one-hot, then the points ahead in the ego frame."""
+  ahead = geometry.world_to_ego(points_ahead_xy, ego_xy, ego_yaw_deg)
+  one_hot = np.zeros(len(COMMANDS), np.float32)
+  one_hot[COMMANDS.index(command)] = 1.0
+  return np.concatenate([one_hot, np.asarray(ahead, np.float32).reshape(-1)])

@@ -151,9 +151,10 @@ class RouteSettings:
   lookahead: float = 100.0  # metres planned ahead of the ego
   replan_distance: float = 1.75  # this far off the plan on another lane: follow that lane
   road_spacing: float = 2.0  # metres between the map's lane quads (bird's-eye road)
+  command_distance: float = 20.0  # a junction this close ahead sets the route's command
 
   def __post_init__(self):
-    _coerce(self, replan_distance=float)
+    _coerce(self, replan_distance=float, command_distance=float)
 
 
 @gin.configurable('CarlaReward')

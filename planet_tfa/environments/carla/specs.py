@@ -7,6 +7,10 @@ Observations are a dict of three uint8 images and a small float state:
            reconstruction target that a deployed policy should not consume.
   state:   [lateral offset to route centre (m), heading error (rad),
             speed (m/s), distance to the next vehicle ahead in the lane (m)].
+  route:   the route input leaderboard agents get: the next junction's command
+            one-hot (route.COMMANDS: follow lane, left, right, straight), then
+            the planned route's points 5, 10, 15 and 20 m ahead in the ego
+            frame (m forward, m right); route.ROUTE_NAMES.
 The embedded highway-env task (environments/highway.py) shares these specs.
 """
 import collections
@@ -14,6 +18,8 @@ import collections
 import gin
 import numpy as np
 from tf_agents.specs import array_spec
+
+from planet_tfa.environments.carla import route
 
 STATE_SIZE = 4
 STATE_NAMES = ('lateral_offset_m', 'heading_error_rad', 'speed_mps', 'front_distance_m')
@@ -29,7 +35,8 @@ def observation_spec(image_size=64, state_size=STATE_SIZE):
       camera=image('camera'),
       lidar=image('lidar'),
       birdeye=image('birdeye'),
-      state=array_spec.ArraySpec((state_size,), np.float32, name='state'))
+      state=array_spec.ArraySpec((state_size,), np.float32, name='state'),
+      route=array_spec.ArraySpec((route.ROUTE_SIZE,), np.float32, name='route'))
 
 
 def action_spec():
