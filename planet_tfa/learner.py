@@ -525,27 +525,26 @@ def _fill_replay(run, s, collects):
       print(f'Warm-up by the collectors: {episodes_done} episodes, {env_steps} env steps.',
             flush=True)
   stored_windows = run.replay.table_size()
-  env_step_target = s['initial_collect_env_steps']
-  if stored_windows == 0 and env_step_target:
-    print(f'Warm-up: {s["warmup_policy"]} episodes up to {env_step_target} environment '
-          'steps ...',
-          flush=True)
-    start = time.time()
-    while run.counters()['env_steps'] * run.action_repeat < env_step_target:
-      run.collection.warmup(1, by_expert=s['warmup_policy'] == 'expert')
-    print(f'Warm-up done: {run.counters()["env_steps"] * run.action_repeat} environment '
-          f'steps ({run.counters()["env_steps"]} agent steps) in {time.time() - start:.1f}s',
-          flush=True)
-  elif stored_windows == 0 and s['initial_collect_episodes'] > 0:
-    print(f'Warm-up: {s["initial_collect_episodes"]} {s["warmup_policy"]} episodes ...',
-          flush=True)
-    start = time.time()
-    run.collection.warmup(s['initial_collect_episodes'],
-                          by_expert=s['warmup_policy'] == 'expert')
-    print(f'Warm-up done: {run.counters()["env_steps"]} env steps in '
-          f'{time.time() - start:.1f}s', flush=True)
-  elif stored_windows:
+  if stored_windows:
     print(f'Replay holds {stored_windows} windows: warm-up skipped.', flush=True)
+    return
+  # The warm-up's size: environment steps (whole episodes up to it), else episodes.
+  env_step_target = s['initial_collect_env_steps']
+  if not env_step_target and s['initial_collect_episodes'] <= 0:
+    return
+  size = (f'episodes up to {env_step_target} environment steps' if env_step_target
+          else f'{s["initial_collect_episodes"]} episodes')
+  print(f'Warm-up: {s["warmup_policy"]} {size} ...', flush=True)
+  by_expert = s['warmup_policy'] == 'expert'
+  start = time.time()
+  if env_step_target:
+    while run.counters()['env_steps'] * run.action_repeat < env_step_target:
+      run.collection.warmup(1, by_expert=by_expert)
+  else:
+    run.collection.warmup(s['initial_collect_episodes'], by_expert=by_expert)
+  agent_steps = run.counters()['env_steps']
+  print(f'Warm-up done: {agent_steps * run.action_repeat} environment steps ({agent_steps} '
+        f'agent steps) in {time.time() - start:.1f}s', flush=True)
 
 
 def _bindings(config_text):
