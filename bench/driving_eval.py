@@ -96,7 +96,9 @@ class ExpertPolicy:
     pass
 
   def __call__(self, time_step):
-    return self._policy.controls(time_step.observation['state'][None]).numpy()[0]
+    route = time_step.observation.get('route')
+    return self._policy.controls(time_step.observation['state'][None],
+                                 None if route is None else route[None]).numpy()[0]
 
 
 class SavedPolicy:

@@ -3,11 +3,18 @@
 Both driving tasks (CARLA and highway-env) expose the same `state` vector
 (`carla.specs.STATE_NAMES`): lateral offset from the route or lane centre (m,
 + right), heading error to it (rad, + turned right), speed (m/s) and the
-distance to the vehicle ahead (m). This policy drives on it alone:
+distance to the vehicle ahead (m). This policy drives on it, and on the
+`route` input where the task has one (`carla.route.ROUTE_NAMES`: the route's
+point 10 m ahead in the ego frame, (f, r), gives the curvature ahead
+kappa = 2 r / (f^2 + r^2), + turning right):
 
-  steering     = -(k_offset * offset + k_heading * heading_error)
+  steering     = -(k_offset * offset + k_heading * heading_error) + k_route * kappa
   acceleration = k_speed * (v_goal - speed),  v_goal = min(target_speed,
-                 (front_distance - min_gap) / headway)   (slows behind a car)
+                 (front_distance - min_gap) / headway,   (slows behind a car)
+                 sqrt(max_lateral_accel / |kappa|))      (and before a curve)
+
+`k_route = 0` and `max_lateral_accel = None` (the defaults) drive on `state`
+alone, as the baselines in docs/driving.md were measured.
 
 both clipped to the action bounds, plus Gaussian noise of `noise_std` times
 each bound's half-range on collect (so warm-up data covers the actions near
@@ -24,6 +31,8 @@ from tf_agents.trajectories import policy_step
 from planet_tfa import errors
 
 STATE_KEY = 'state'
+ROUTE_KEY = 'route'
+_ROUTE_POINT = slice(6, 8)  # (forward, right) of the route's point 10 m ahead
 
 
 @gin.configurable
@@ -32,7 +41,7 @@ class ExpertDrivingPolicy(tf_policy.TFPolicy):
 
   def __init__(self, time_step_spec, action_spec, target_speed=5.0, k_offset=0.3,
                k_heading=1.5, k_speed=0.3, min_gap=8.0, headway=1.5, noise_std=0.1,
-               seed=None, name='ExpertDrivingPolicy'):
+               k_route=0.0, max_lateral_accel=None, seed=None, name='ExpertDrivingPolicy'):
     observation_spec = time_step_spec.observation
     if not isinstance(observation_spec, dict) or STATE_KEY not in observation_spec:
       raise errors.ConfigError(
@@ -47,7 +56,14 @@ class ExpertDrivingPolicy(tf_policy.TFPolicy):
       raise errors.ConfigError(
           f'ExpertDrivingPolicy.target_speed={target_speed!r} must be > 0 and '
           f'ExpertDrivingPolicy.noise_std={noise_std!r} >= 0.')
+    if max_lateral_accel is not None and max_lateral_accel <= 0:
+      raise errors.ConfigError(f'ExpertDrivingPolicy.max_lateral_accel={max_lateral_accel!r} '
+                               'must be > 0 (m/s^2) or None.')
     self._gains = (float(k_offset), float(k_heading), float(k_speed))
+    self._k_route = float(k_route)
+    self._max_lateral_accel = max_lateral_accel
+    self._uses_route = ROUTE_KEY in observation_spec and (
+        self._k_route != 0.0 or max_lateral_accel is not None)
     self._target_speed = float(target_speed)
     self._min_gap = float(min_gap)
     self._headway = float(headway)
@@ -56,21 +72,29 @@ class ExpertDrivingPolicy(tf_policy.TFPolicy):
     super().__init__(time_step_spec, action_spec, policy_state_spec=(), info_spec=(),
                      clip=True, name=name)
 
-  def controls(self, state):
-    """[B, 4] state -> [B, 2] noise-free actions in the action bounds."""
+  def controls(self, state, route=None):
+    """[B, 4] state (and [B, 12] route, or None) -> [B, 2] noise-free actions in the bounds."""
     state = tf.cast(state, tf.float32)
     offset, heading, speed, front = tf.unstack(state[..., :4], axis=-1)
     k_offset, k_heading, k_speed = self._gains
     goal = tf.minimum(self._target_speed,
                       tf.maximum(front - self._min_gap, 0.0) / self._headway)
-    acceleration = k_speed * (goal - speed)
     steering = -(k_offset * offset + k_heading * heading)
+    if route is not None and self._uses_route:
+      forward, right = tf.unstack(tf.cast(route, tf.float32)[..., _ROUTE_POINT], axis=-1)
+      curvature = 2.0 * right / tf.maximum(tf.square(forward) + tf.square(right), 1.0)
+      steering += self._k_route * curvature
+      if self._max_lateral_accel is not None:
+        goal = tf.minimum(goal, tf.sqrt(self._max_lateral_accel
+                                        / tf.maximum(tf.abs(curvature), 1e-4)))
+    acceleration = k_speed * (goal - speed)
     low = tf.constant(self.action_spec.minimum, tf.float32)
     high = tf.constant(self.action_spec.maximum, tf.float32)
     return tf.clip_by_value(tf.stack([acceleration, steering], -1), low, high)
 
   def _action(self, time_step, policy_state, seed=None):
-    action = self.controls(time_step.observation[STATE_KEY])
+    action = self.controls(time_step.observation[STATE_KEY],
+                           time_step.observation.get(ROUTE_KEY))
     if self._noise_std > 0:
       low = tf.constant(self.action_spec.minimum, tf.float32)
       high = tf.constant(self.action_spec.maximum, tf.float32)
