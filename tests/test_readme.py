@@ -66,6 +66,17 @@ def test_each_readme_command_names_what_exists(command):
       assert os.path.exists(os.path.join(REPO, 'gin', word.split('=', 1)[1])), command
 
 
+def assert_stops_at_the_settings_checks(words):
+  """Runs train_eval `words` (after `python`) stopped right after the settings checks by an
+  invalid budget of our own: any other error (a wrong gin file or binding) fails first."""
+  result = subprocess.run(
+      [sys.executable] + words[1:] + ['--gin_param=train_eval.time_budget_s=-1'],
+      cwd=REPO, capture_output=True, text=True, timeout=300,
+      env=dict(os.environ, PYTHONPATH=os.path.join(REPO, 'tests', 'carla_double_path')))
+  assert result.returncode == 2, result.stdout[-2000:] + result.stderr[-2000:]
+  assert 'train_eval.time_budget_s=-1' in result.stderr, result.stderr[-2000:]
+
+
 @pytest.mark.slow  # train_eval in other processes
 @pytest.mark.parametrize('command', [c for c in readme_commands()
                                      if c.startswith('python train_eval.py')
@@ -74,12 +85,7 @@ def test_readme_train_commands_pass_the_settings_checks_as_written(command, tmp_
   # As written, but stopped right after the settings checks with an invalid
   # budget of our own: any other error (a wrong gin file or binding) fails first.
   words = shlex.split(command.replace('runs/', f'{tmp_path}/'))
-  result = subprocess.run(
-      [sys.executable] + words[1:] + ['--gin_param=train_eval.time_budget_s=-1'],
-      cwd=REPO, capture_output=True, text=True, timeout=300,
-      env=dict(os.environ, PYTHONPATH=os.path.join(REPO, 'tests', 'carla_double_path')))
-  assert result.returncode == 2, result.stdout[-2000:] + result.stderr[-2000:]
-  assert 'train_eval.time_budget_s=-1' in result.stderr, result.stderr[-2000:]
+  assert_stops_at_the_settings_checks(words)
 
 
 def many_collectors_recipe():
@@ -105,12 +111,7 @@ def test_the_readme_learner_of_many_collectors_passes_the_settings_checks(gin_fi
   # counts the collectors' steps, so nothing in it must change.
   command = many_collectors_recipe()[2]
   words = shlex.split(command.replace('ROOT', str(tmp_path / 'run')).replace('FILE', gin_file))
-  result = subprocess.run(
-      [sys.executable] + words[1:] + ['--gin_param=train_eval.time_budget_s=-1'],
-      cwd=REPO, capture_output=True, text=True, timeout=300,
-      env=dict(os.environ, PYTHONPATH=os.path.join(REPO, 'tests', 'carla_double_path')))
-  assert result.returncode == 2, result.stdout[-2000:] + result.stderr[-2000:]
-  assert 'train_eval.time_budget_s=-1' in result.stderr, result.stderr[-2000:]
+  assert_stops_at_the_settings_checks(words)
 
 
 def _wait_for(predicate, proc, timeout_s, what):
