@@ -6,6 +6,8 @@ so evaluation episodes (PlaNet's test episodes) never reach the training table.
 Every counter is a `tf.Variable` inside the metrics, so a checkpoint of
 `Collection.checkpoint_objects()` resumes them.
 """
+import contextlib
+
 import gin
 import tensorflow as tf
 from tf_agents.drivers import dynamic_episode_driver
@@ -92,12 +94,15 @@ class Collection:
       greedy one (SLAC's published curves are of it); None: greedy only.
     expert_policy: a controller whose episodes may fill the replay like any
       other (warm-up by expert, demonstrations per iteration); None: none.
+    autopilot_expert: instead of `expert_policy`, the simulator's own
+      autopilot (`autopilot_expert.AutopilotExpert` on train_env): its
+      episodes reach the replay with the controls it applied as actions.
   """
 
   def __init__(self, train_env, eval_env, collect_policy, eval_policy,
                replay_observer, metrics_buffer=10, use_tf_function=True,
                random_collect=False, eval_observers=(), eval_stochastic_policy=None,
-               expert_policy=None):
+               expert_policy=None, autopilot_expert=None):
     self.train_metrics = make_metrics('Train', metrics_buffer)
     self.eval_metrics = make_metrics('Eval', metrics_buffer)
     # Not in checkpoint_objects: reset at every evaluation, and runs that
@@ -115,9 +120,16 @@ class Collection:
     acting = {'warmup': (random_policy, train_observers),
               'collect': (random_policy if random_collect else collect_policy,
                           train_observers)}
+    if expert_policy is not None and autopilot_expert is not None:
+      raise ValueError('one expert: a policy or the simulator autopilot, not both')
     if expert_policy is not None:
       acting['expert'] = (expert_policy, train_observers)
-    self.has_expert = expert_policy is not None
+    self._autopilot = autopilot_expert
+    if autopilot_expert is not None:
+      acting['expert'] = (autopilot_expert.policy,
+                          [autopilot_expert.recording(replay_observer)]
+                          + list(self.train_metrics.values()))
+    self.has_expert = 'expert' in acting
     eval_roles['eval'] = (eval_policy, eval_observers)
     self._shares_env = eval_env is train_env
     if self._shares_env:
@@ -132,11 +144,18 @@ class Collection:
 
   def warmup(self, num_episodes, by_expert=False):
     """Warm-up episodes of the random policy, or of the expert (`by_expert`)."""
-    self.train_driver.run(num_episodes, 'expert' if by_expert else 'warmup')
+    if by_expert:
+      self.demonstrate(num_episodes)
+    else:
+      self.train_driver.run(num_episodes, 'warmup')
 
   def demonstrate(self, num_episodes):
     """Expert episodes into the replay (marked no differently from the agent's)."""
-    self.train_driver.run(num_episodes, 'expert')
+    if num_episodes <= 0:
+      return
+    with (self._autopilot.driving() if self._autopilot is not None
+          else contextlib.nullcontext()):
+      self.train_driver.run(num_episodes, 'expert')
 
   def collect(self, num_episodes):
     self.train_driver.run(num_episodes, 'collect')

@@ -29,6 +29,7 @@ from planet_tfa import schedule
 from planet_tfa import stop_signals
 from planet_tfa import summaries
 from planet_tfa import validation
+from planet_tfa.agents import autopilot_expert
 from planet_tfa.agents import expert_policy
 from planet_tfa.environments import suites
 from planet_tfa.replay import tables
@@ -41,6 +42,7 @@ def train_eval(root_dir,
                initial_collect_episodes=5,
                initial_collect_env_steps=None,
                warmup_policy='random',
+               expert='controller',
                expert_episodes_per_iteration=0,
                model_pretrain_steps=0,
                collect_episodes_per_iteration=1,
@@ -87,6 +89,11 @@ def train_eval(root_dir,
       'expert' (`expert_policy.ExpertDrivingPolicy`, a route-following
       controller on the driving tasks' `state`, with action noise): random
       actions cannot drive a car.
+    expert: who the expert of the warm-up and the demonstrations is:
+      'controller' (`expert_policy.ExpertDrivingPolicy`, with action noise)
+      or 'autopilot' (the simulator's own: CARLA's Traffic Manager drives the
+      planned route and the replay records the controls it applied,
+      `autopilot_expert`; CarlaAutopilot sets its speed).
     expert_episodes_per_iteration: expert episodes added to the replay every
       iteration next to the agent's own (demonstrations; they earn train
       steps like any collected data). 0: none.
@@ -407,6 +414,8 @@ def _setup(root_dir, experiment, s, train_env, eval_env, remote, collects):
   experiment_lib.save_specs(root_dir, train_env.time_step_spec(), train_env.action_spec())
   replay = experiment_lib.make_replay(agent, root_dir, remote)
   eval_video = videos.EvalVideo(os.path.join(root_dir, layout.VIDEO_DIR), agent.world_model)
+  uses_expert = collects and (s['warmup_policy'] == 'expert'
+                              or s['expert_episodes_per_iteration'] > 0)
   collection = episodes.Collection(
       train_env, eval_env, agent.collect_policy, agent.policy,
       experiment_lib.make_episode_observer(experiment, replay.client, train_env.batch_size),
@@ -414,8 +423,9 @@ def _setup(root_dir, experiment, s, train_env, eval_env, remote, collects):
       eval_stochastic_policy=agent.collect_policy if s['eval_stochastic'] else None,
       expert_policy=(expert_policy.ExpertDrivingPolicy(train_env.time_step_spec(),
                                                        train_env.action_spec())
-                     if collects and (s['warmup_policy'] == 'expert'
-                                      or s['expert_episodes_per_iteration']) else None))
+                     if uses_expert and s['expert'] == 'controller' else None),
+      autopilot_expert=(autopilot_expert.AutopilotExpert(train_env)
+                        if uses_expert and s['expert'] == 'autopilot' else None))
 
   iteration = tf.Variable(0, dtype=tf.int64, name='iteration')
   best_eval_return = tf.Variable(-np.inf, dtype=tf.float64, name='best_eval_return')
@@ -534,8 +544,9 @@ def _fill_replay(run, s, collects):
     return
   size = (f'episodes up to {env_step_target} environment steps' if env_step_target
           else f'{s["initial_collect_episodes"]} episodes')
-  print(f'Warm-up: {s["warmup_policy"]} {size} ...', flush=True)
   by_expert = s['warmup_policy'] == 'expert'
+  who = f'expert ({s["expert"]})' if by_expert else s['warmup_policy']
+  print(f'Warm-up: {who} {size} ...', flush=True)
   start = time.time()
   if env_step_target:
     while run.counters()['env_steps'] * run.action_repeat < env_step_target:

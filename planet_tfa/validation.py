@@ -63,6 +63,8 @@ _TRAIN_EVAL_RULES = {
     'eval_stochastic': (_BOOL, False, 'also evaluate the stochastic policy'),
     'warmup_policy': ((lambda v: v in ('random', 'expert'), "'random' or 'expert'"), False,
                       'who drives the warm-up episodes'),
+    'expert': ((lambda v: v in ('controller', 'autopilot'), "'controller' or 'autopilot'"),
+               False, 'who the expert is'),
     'expert_episodes_per_iteration': (_WHOLE_AT_LEAST_0, False,
                                       'expert demonstration episodes per iteration'),
     'train_steps_per_iteration': (_WHOLE_AT_LEAST_0, True, 'train steps per iteration'),

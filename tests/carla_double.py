@@ -14,7 +14,12 @@ What a server would do is simulated small:
   mode take effect (the world records which clients ticked it);
 - vehicles spawned above the ground (spawn points are 0.5 m up) drop and land
   before their wheels grip; then they move under the controls applied
-  (kinematic bicycle model), autopilot vehicles follow their lane; oriented
+  (kinematic bicycle model); traffic put on autopilot by a batch
+  `SetAutopilot` glides along its lane at 6 m/s, while a vehicle given
+  `Vehicle.set_autopilot` (the ego under the Traffic Manager's expert) is
+  driven by controls, as CARLA's TM drives: pure pursuit on the path of
+  `TrafficManager.set_path` (else its lane, straight on at forks) at the
+  `set_desired_speed`, and `get_control()` reports the control it applied; oriented
   boxes that overlap fire the collision sensors; `Map.get_waypoint(
   project_to_road=False)` finds no lane off the road;
 - sensor streams reach the client in no fixed order across sensors: a test can
@@ -435,6 +440,9 @@ class _ActorState:
     self.control = VehicleControl()
     self.autopilot_port = None
     self.lane = None  # (lane, s) for autopilot vehicles
+    self.driven = False  # autopilot by controls (Vehicle.set_autopilot), not gliding
+    self.path = []  # [N, 2] points the Traffic Manager follows (set_path)
+    self.desired_speed = 30.0 / 3.6  # TM's default: the towns' speed limit
     self.callback = None
     self.rng = np.random.default_rng(actor_id)
     extent = _VEHICLE_EXTENTS.get(blueprint.id)
@@ -655,7 +663,10 @@ class Simulator:
       return
     if self.frame < state.grip_frame:
       return
-    if state.autopilot_port is not None and state.lane is not None:
+    if state.autopilot_port is not None and state.driven:
+      if self.tm_synchronous.get(state.autopilot_port):
+        state.control = self._autopilot_control(state)
+    elif state.autopilot_port is not None and state.lane is not None:
       lane, s = state.lane
       s += 6.0 * dt * (1.0 if self.tm_synchronous.get(state.autopilot_port) else 0.0)
       if s > lane.length and lane.successors:
@@ -672,6 +683,31 @@ class Simulator:
     state.yaw = (state.yaw + math.degrees(yaw_rate * dt) + 180.0) % 360.0 - 180.0
     heading = math.radians(state.yaw)
     state.xy = state.xy + state.speed * dt * np.array([math.cos(heading), math.sin(heading)])
+
+  def _autopilot_control(self, state, lookahead=6.0):
+    """The TM's control of a driven vehicle: pure pursuit on its path, P control of speed."""
+    heading = np.array([math.cos(math.radians(state.yaw)), math.sin(math.radians(state.yaw))])
+    # Path points behind the vehicle or already reached are done.
+    while len(state.path) and (np.dot(state.path[0] - state.xy, heading) < 0.5
+                               or np.linalg.norm(state.path[0] - state.xy) < 1.0):
+      state.path = state.path[1:]
+    ahead = [p for p in state.path if np.linalg.norm(p - state.xy) >= lookahead]
+    if ahead:
+      target = ahead[0]
+    else:
+      lane = self.map.get_waypoint(Location(state.xy[0], state.xy[1]))
+      following = lane.next(lookahead) if lane is not None else []
+      if not following:
+        return VehicleControl(brake=1.0)
+      target = np.array([following[0].transform.location.x, following[0].transform.location.y])
+    to_target = target - state.xy
+    alpha = math.atan2(to_target[1], to_target[0]) - math.radians(state.yaw)
+    alpha = (alpha + math.pi) % (2 * math.pi) - math.pi
+    distance = max(float(np.linalg.norm(to_target)), 1e-3)
+    wheel = math.atan(2.0 * self.WHEELBASE * math.sin(alpha) / distance)
+    steer = float(np.clip(wheel / math.radians(self.MAX_STEER_DEG), -1.0, 1.0))
+    pedal = float(np.clip(0.5 * (state.desired_speed - state.speed), -1.0, 1.0))
+    return VehicleControl(throttle=max(pedal, 0.0), steer=steer, brake=max(-pedal, 0.0))
 
   def _measure(self, state):
     xy, z, yaw = self.pose(state)
@@ -826,7 +862,18 @@ class Actor:
 class Vehicle(Actor):
 
   def apply_control(self, control):
-    self._state().control = VehicleControl(control.throttle, control.steer, control.brake)
+    state = self._state()
+    if state.autopilot_port is None:  # The autopilot overrides controls, as in CARLA.
+      state.control = VehicleControl(control.throttle, control.steer, control.brake)
+
+  def set_autopilot(self, enabled=True, tm_port=8000):
+    self._simulator.check(2.0)
+    if enabled and _TRAFFIC_MANAGERS.get((self._simulator.host, tm_port)) is not self._simulator:
+      raise RuntimeError('no traffic manager of this server on port %d' % tm_port)
+    state = self._state()
+    state.autopilot_port = int(tm_port) if enabled else None
+    state.driven = bool(enabled)
+    state.path = []
 
   def get_control(self):
     return self._state().control
@@ -971,6 +1018,25 @@ class TrafficManager:
   def set_random_device_seed(self, value):
     self._simulator.check(self._client._timeout_s)
     del value
+
+  def _vehicle(self, actor):
+    self._simulator.check(self._client._timeout_s)
+    return self._simulator.actor_states[actor.id]
+
+  def set_path(self, actor, path, empty_buffer=True):
+    del empty_buffer
+    self._vehicle(actor).path = np.array([[p.x, p.y] for p in path]).reshape(-1, 2)
+
+  def set_desired_speed(self, actor, speed):
+    self._vehicle(actor).desired_speed = float(speed) / 3.6  # km/h, as CARLA takes it
+
+  def auto_lane_change(self, actor, enable):
+    self._vehicle(actor)
+    del enable  # The double's autopilot never changes lanes.
+
+  def ignore_lights_percentage(self, actor, perc):
+    self._vehicle(actor)
+    del perc  # The double's autopilot does not stop at lights.
 
 
 class Client:

@@ -500,6 +500,19 @@ def test_end_to_end_with_a_server():
     assert step.is_last()
     assert env.get_info()['reason'] in ('time_limit', 'collision', 'off_road')
     assert step.observation['birdeye'][:, :, 2].any()  # The ego box is drawn.
+    # The Traffic Manager as the expert: it drives through a full brake given as
+    # the action, and the applied action is its control (docs/carla.md).
+    env.set_autopilot(True)
+    env.reset()
+    ego_id = env._ego.id
+    for _ in range(5):
+      step = env.step(np.array([-1.0, 0.0], np.float32))
+      control = env._ego.get_control()
+      assert np.all(np.abs(env.applied_action()) <= 1.0)
+      if step.is_last():
+        break
+    assert control.throttle > 0.0 or env.get_info()['reason'] is not None
+    env.set_autopilot(False)
   finally:
     env.close()
   client = carla.Client(host, port)

@@ -11,11 +11,17 @@ import sys
 
 import numpy as np
 import pytest
+import tensorflow as tf
+from tf_agents.environments import tf_py_environment
+from tf_agents.policies import random_tf_policy
 from tf_agents.trajectories import policy_step
 from tf_agents.trajectories import time_step as ts
 from tf_agents.trajectories import trajectory
 
 import carla_double
+import counting_env
+from planet_tfa import episodes
+from planet_tfa.agents import autopilot_expert
 from planet_tfa.environments.carla import client as carla_client
 from planet_tfa.environments.carla import env as carla_env
 from planet_tfa.environments.carla import errors as carla_errors
@@ -41,7 +47,7 @@ def server(monkeypatch):
 SETTINGS = dict(server=carla_settings.ServerSettings, world=carla_settings.WorldSettings,
                 sensors=carla_settings.SensorSettings, lidar=carla_settings.LidarSettings,
                 route=carla_settings.RouteSettings, reward=carla_settings.RewardSettings,
-                episode=carla_settings.EpisodeSettings)
+                episode=carla_settings.EpisodeSettings, autopilot=carla_settings.AutopilotSettings)
 
 
 def make_env(seed=0, instance=0, **overrides):
@@ -520,4 +526,102 @@ def test_far_from_a_junction_the_route_command_is_follow_lane(server, monkeypatc
   env = make_env(seed=0)
   time_step = env.reset()
   np.testing.assert_array_equal(time_step.observation['route'][:4], [1, 0, 0, 0])
+  env.close()
+
+
+# --------------------------------------- the Traffic Manager as the expert ---
+
+
+def test_control_to_action_inverts_action_to_control_and_clips_what_the_limits_cannot_send():
+  for action in ([0.7, -0.4], [-0.6, 0.9], [0.0, 0.0]):
+    control = carla_specs.action_to_control(action, steer_limit=0.5, brake_limit=0.5)
+    np.testing.assert_allclose(carla_specs.control_to_action(*control, steer_limit=0.5,
+                                                             brake_limit=0.5), action, atol=1e-6)
+  # A full brake and full lock are beyond limits of 0.5: the bound, not 2.
+  np.testing.assert_array_equal(carla_specs.control_to_action(0.0, 1.0, -1.0, 0.5, 0.5),
+                                [-1.0, -1.0])
+
+
+def test_the_autopilot_drives_the_planned_branch_and_reports_the_controls_it_applied(
+    server, monkeypatch):
+  """Under the Traffic Manager the action passed in is ignored (full brake here), the
+  ego takes the planned branch at the fork (no re-plan either way), and the step's
+  applied action is the TM's control mapped into the action range."""
+  monkeypatch.setattr(carla_double, 'SPAWN_POINTS', [(0, 190.0)])  # x = 70 m, 30 m before
+  commands = set()
+  for seed in range(6):
+    env = make_env(seed=seed, episode=dict(max_steps=100, steer_limit=0.5, brake_limit=0.5),
+                   autopilot=dict(speed=6.0), reward=dict(replan_penalty=5.0))
+    env.set_autopilot(True)
+    time_step = env.reset()
+    command, steers = None, []
+    while not time_step.is_last():
+      if command is None and time_step.observation['route'][0] == 0.0:  # a junction ahead
+        command = carla_route.COMMANDS[int(np.argmax(time_step.observation['route'][:4]))]
+      time_step = env.step(BRAKE)
+      applied = env.applied_action()
+      control = hero(server).control
+      # The mean over the step's two ticks; the last tick's control is the server's.
+      assert -1.0 <= applied.min() and applied.max() <= 1.0
+      steers.append(applied[1])
+      assert control.throttle > 0.0 or control.brake > 0.0 or control.steer != 0.0
+    info = env.get_info()
+    assert info['reason'] == 'time_limit', info
+    assert info['route_replans'] == 0 and info['reward_terms']['replan'] == 0.0
+    assert info["arc_length"] > 45.0  # it drove, through the brake it was given
+    # The right branch needs right steering (+); straight on needs none to speak of.
+    assert (max(steers) > 0.2) == (command == 'right'), (command, max(steers))
+    commands.add(command)
+    env.close()
+  assert commands == {'right', 'straight'}
+
+
+def test_the_agent_gets_the_car_back_and_leaving_the_plan_costs_the_replan_penalty(
+    server, monkeypatch):
+  monkeypatch.setattr(carla_double, 'SPAWN_POINTS', [(0, 200.0)])
+  for seed in range(6):
+    env = make_env(seed=seed, episode=dict(max_steps=70), reward=dict(replan_penalty=5.0,
+                                                                      target_speed=20.0))
+    env.set_autopilot(True)
+    env.reset()
+    env.set_autopilot(False)  # the agent drives from here: straight on, whatever the plan
+    time_step, replan_terms = env.reset(), []
+    np.testing.assert_array_equal(env.applied_action(), [0.0, 0.0])
+    while not time_step.is_last():
+      time_step = env.step(np.array([0.6, 0.0], np.float32))
+      np.testing.assert_allclose(env.applied_action(), [0.6, 0.0])
+      replan_terms.append(env.get_info()['reward_terms']['replan'])
+    # A planned right turn is left once (-5 on that step only); straight costs nothing.
+    assert sorted(replan_terms)[:2] in ([-5.0, 0.0], [0.0, 0.0]), replan_terms
+    assert sum(replan_terms) == -5.0 * env.get_info()['route_replans']
+    env.close()
+
+
+def test_autopilot_episodes_reach_the_replay_with_the_controls_it_applied(server):
+  """Through the real episode driver (in a tf.function): each trajectory the replay
+  observer gets carries the step's applied control, never the policy's placeholder,
+  and the agent has the car back once the expert's episodes end."""
+  env = make_env(episode=dict(max_steps=15, steer_limit=0.5, brake_limit=0.5))
+  applied = []
+  read = env.applied_action
+  env.applied_action = lambda: applied.append(read()) or applied[-1]
+  tf_env = tf_py_environment.TFPyEnvironment(env)
+  recorded = []
+
+  def replay_observer(traj):
+    return tf.numpy_function(lambda a, s: recorded.append((a[0].copy(), int(s[0]))) or np.int64(0),
+                             [traj.action, traj.step_type], tf.int64, stateful=True)
+
+  policy = random_tf_policy.RandomTFPolicy(tf_env.time_step_spec(), tf_env.action_spec())
+  collection = episodes.Collection(tf_env, None, policy, policy, replay_observer,
+                                   autopilot_expert=autopilot_expert.AutopilotExpert(tf_env))
+  collection.warmup(1, by_expert=True)
+  assert len(recorded) == 16 and len(applied) == 16  # 15 steps and the boundary to the next
+  for (action, _), expected in zip(recorded, applied):
+    np.testing.assert_array_equal(action, expected)
+  assert max(action[0] for action, _ in recorded) > 0.0  # the TM's throttle, not zeros
+  assert hero(server).autopilot_port is None  # handed back at the episode boundary
+  with pytest.raises(Exception, match="expert='autopilot'.*has none.*expert='controller'"):
+    autopilot_expert.autopilot_envs(tf_py_environment.TFPyEnvironment(
+        counting_env.CountingEnv()))
   env.close()

@@ -50,6 +50,8 @@ def test_carla_sac_gin_trains_evaluates_exports_and_resumes_after_kill(tmp_path)
   assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
   summary = json.loads((root / 'run_summary.json').read_text())
   assert summary['iterations'] == 2 and summary['train_steps'] == 4
+  # carla_sac.gin's warm-up is CARLA's own autopilot (the Traffic Manager).
+  assert 'Warm-up: expert (autopilot) 1 episodes' in first.stdout, first.stdout[-3000:]
   # Warm-up + one episode per iteration; evaluation ran on the same env and
   # added nothing to the training counters.
   assert summary['episodes'] == 3 and summary['last_eval_return'] is not None

@@ -314,7 +314,7 @@ _BAD_VALUES = {
     'remote_wait_for_data_s': 0, 'progress_interval_s': -1,
     'sac_updates_per_train_step': 0, 'model_pretrain_steps': -10,
     'initial_collect_env_steps': 0, 'eval_stochastic': 'no',
-    'warmup_policy': 'autopilot', 'expert_episodes_per_iteration': -1,
+    'warmup_policy': 'autopilot', 'expert': 'pid', 'expert_episodes_per_iteration': -1,
 }
 
 

@@ -42,15 +42,23 @@ class CarlaEnv(py_environment.PyEnvironment):
   manager) to put the world back in asynchronous mode: a synchronous server
   left without its ticking client freezes every later client.
 
+  `set_autopilot(True)` hands the ego to CARLA's Traffic Manager (the expert
+  of train_eval.expert='autopilot'): from then on every episode's ego drives
+  the planned route under the TM, the action passed to `step` is ignored, and
+  `applied_action()` is the control the TM applied in that step (the mean of
+  `ego.get_control()` over its ticks, mapped back into the action range): what
+  the replay records as the step's action.
+
   Its settings come in groups (settings.py: CarlaServer, CarlaWorld,
-  CarlaSensors, CarlaLidar, CarlaRoute, CarlaReward, CarlaEpisode). `instance`
+  CarlaSensors, CarlaLidar, CarlaRoute, CarlaReward, CarlaEpisode,
+  CarlaAutopilot). `instance`
   K (a collector's number) moves both the simulator port and the Traffic
   Manager port up by K * CarlaServer.port_stride, so N processes on one host
   talk to N servers without colliding.
   """
 
   def __init__(self, server=None, world=None, sensors=None, lidar=None, route=None,
-               reward=None, episode=None, seed=0, instance=0):
+               reward=None, episode=None, autopilot=None, seed=0, instance=0):
     """Groups left None take their gin-configured settings (CarlaServer, ...; settings.py).
 
     `seed` (spawn points, traffic, route branches, Traffic Manager; None: random)
@@ -64,6 +72,9 @@ class CarlaEnv(py_environment.PyEnvironment):
     self._route_settings = route or settings.RouteSettings()
     self._reward_settings = reward or settings.RewardSettings()
     self._episode_settings = episode or settings.EpisodeSettings()
+    self._autopilot_settings = autopilot or settings.AutopilotSettings()
+    self._autopilot = False
+    self._applied_action = np.zeros(specs.action_spec().shape, np.float32)
     self._port, self._tm_port = client.instance_ports(server.port, server.tm_port, instance,
                                                       server.port_stride)
     self._tag = client.instance_tag(instance)
@@ -108,6 +119,46 @@ class CarlaEnv(py_environment.PyEnvironment):
   def get_info(self):
     """{'reason': None | 'collision' | ..., reward terms, ...}; after a fault also 'cut_short'."""
     return dict(self._info)
+
+  # ---- the Traffic Manager as the expert ----
+
+  def set_autopilot(self, enabled):
+    """Hands the ego to the Traffic Manager (or takes it back), now and in every new episode."""
+    self._autopilot = bool(enabled)
+    if self._ego is None:
+      return
+    try:
+      if self._autopilot:
+        self._engage_autopilot()
+      else:
+        self._ego.set_autopilot(False, self._tm_port)
+    except errors.SIMULATOR_FAULTS as error:
+      # The next step meets the fault too and cuts the episode there.
+      logging.error('CARLA fault while %s the autopilot: %s',
+                    'engaging' if enabled else 'releasing', error)
+
+  def applied_action(self):
+    """The action the last step applied: the Traffic Manager's under the autopilot."""
+    return self._applied_action.copy()
+
+  def _engage_autopilot(self):
+    autopilot = self._autopilot_settings
+    self._ego.set_autopilot(True, self._tm_port)
+    tm = self._traffic_manager
+    tm.auto_lane_change(self._ego, autopilot.lane_changes)
+    tm.ignore_lights_percentage(self._ego, 100.0 if autopilot.ignore_lights else 0.0)
+    if autopilot.speed is not None:
+      tm.set_desired_speed(self._ego, autopilot.speed * 3.6)  # km/h
+    self._send_route_to_autopilot()
+
+  def _send_route_to_autopilot(self):
+    """The planned route ahead as the Traffic Manager's path, so it takes the planned branches."""
+    if not (self._autopilot and self._ego is not None
+            and self._autopilot_settings.follow_route):
+      return
+    ahead = self._route_waypoints[self._route_segment + 1:]
+    if ahead:
+      self._traffic_manager.set_path(self._ego, [w.transform.location for w in ahead])
 
   def render(self, mode='rgb_array'):
     if mode != 'rgb_array':
@@ -333,6 +384,7 @@ class CarlaEnv(py_environment.PyEnvironment):
     self._route_quads = geometry.PolygonIndex(geometry.lane_segment_quads(
         self._route_xy[:-1], yaws[:-1], widths[:-1], self._route_xy[1:], yaws[1:],
         widths[1:]))
+    self._send_route_to_autopilot()
 
   def _replan_from(self, waypoint, ego_xy):
     """Restarts the route at `waypoint`, keeping the arc length continuous; False: kept the plan.
@@ -410,16 +462,34 @@ class CarlaEnv(py_environment.PyEnvironment):
     self._first_frame = frame
     self._collisions.consume(frame)  # Landing can touch the ground hard.
     self._last_observation = observation
+    self._applied_action = np.zeros_like(self._applied_action)
+    if self._autopilot:
+      self._engage_autopilot()  # The new ego, settled: the TM drives from the first step.
     return ts.restart(observation)
 
   def _step(self, action):
-    throttle, brake, steer = specs.action_to_control(
-        action, self._episode_settings.steer_limit, self._episode_settings.brake_limit)
+    episode = self._episode_settings
+    replans = self._route_replans
     try:
-      self._ego.apply_control(self._carla.VehicleControl(
-          throttle=throttle, brake=brake, steer=steer))
-      for _ in range(self._episode_settings.action_repeat):
-        frame = self._world.tick(self._server_settings.timeout_s)
+      if self._autopilot:
+        # The Traffic Manager drives; what it applied is the step's action.
+        applied = []
+        for _ in range(episode.action_repeat):
+          frame = self._world.tick(self._server_settings.timeout_s)
+          control = self._ego.get_control()
+          applied.append(specs.control_to_action(control.throttle, control.brake,
+                                                 control.steer, episode.steer_limit,
+                                                 episode.brake_limit))
+        self._applied_action = np.mean(applied, axis=0).astype(np.float32)
+        steer = float(self._applied_action[1]) * episode.steer_limit
+      else:
+        throttle, brake, steer = specs.action_to_control(action, episode.steer_limit,
+                                                         episode.brake_limit)
+        self._applied_action = np.clip(np.asarray(action, np.float32), -1.0, 1.0)
+        self._ego.apply_control(self._carla.VehicleControl(
+            throttle=throttle, brake=brake, steer=steer))
+        for _ in range(episode.action_repeat):
+          frame = self._world.tick(self._server_settings.timeout_s)
       observation, measurements = self._observe(frame)
     except errors.SIMULATOR_FAULTS as error:
       return self._restart_after_fault(error)
@@ -430,7 +500,6 @@ class CarlaEnv(py_environment.PyEnvironment):
     collided = any(f > self._first_frame for f in self._collisions.consume(frame))
     progress = measurements['arc_length'] - self._arc_length
     self._arc_length = measurements['arc_length']
-    episode = self._episode_settings
     terms = reward.reward_terms(progress, measurements['speed'], collided,
                                 measurements['lateral_offset'], steer, self._previous_steer,
                                 step_seconds=self._step_seconds,
@@ -443,6 +512,8 @@ class CarlaEnv(py_environment.PyEnvironment):
     reason = reward.termination_reason(collided, off_road, self._slow_steps, self._step_count,
                                        episode.stuck_steps, episode.max_steps)
     terms['stuck'] = reward.stuck_term(reason, self._reward_settings.stuck_penalty)
+    terms['replan'] = reward.replan_term(self._route_replans > replans,
+                                         self._reward_settings.replan_penalty)
     self._info = {'reason': reason, 'reward_terms': terms, 'step': self._step_count,
                   'arc_length': self._arc_length, 'route_replans': self._route_replans}
     if reason is not None:

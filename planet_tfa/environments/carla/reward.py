@@ -17,7 +17,7 @@ TERMINAL_REASONS = (COLLISION, OFF_ROAD)
 def reward_terms(progress_m, speed, collided, lateral_offset, steer, previous_steer,
                  target_speed=8.0, step_seconds=0.1, lane_threshold=1.0,
                  collision_penalty=50.0, lane_departure_weight=1.0, jerk_weight=0.5,
-                 overspeed_weight=1.0, step_cost=0.0, stuck_penalty=0.0):
+                 overspeed_weight=1.0, step_cost=0.0, stuck_penalty=0.0, replan_penalty=0.0):
   """Reward components of one env step; see compute_reward.
 
   progress: metres gained along the route, capped at what target_speed covers
@@ -29,9 +29,10 @@ def reward_terms(progress_m, speed, collided, lateral_offset, steer, previous_st
   steering_jerk: -weight * |steer_t - steer_{t-1}|; smooth steering helps
     the learnt model and the passengers.
   step_cost: -step_cost every step (standing still is not free).
-  (stuck_penalty is added by the env when the episode ends 'stuck': `stuck_term`.)
+  (stuck_penalty and replan_penalty are added by the env: `stuck_term`,
+  `replan_term`.)
   """
-  del stuck_penalty
+  del stuck_penalty, replan_penalty
   max_progress = target_speed * step_seconds
   return collections.OrderedDict(
       progress=float(np.clip(progress_m, -max_progress, max_progress) / max_progress),
@@ -45,6 +46,11 @@ def reward_terms(progress_m, speed, collided, lateral_offset, steer, previous_st
 def stuck_term(reason, stuck_penalty):
   """-stuck_penalty on the step that ends an episode 'stuck', else 0."""
   return -float(stuck_penalty) if reason == STUCK else 0.0
+
+
+def replan_term(replanned, replan_penalty):
+  """-replan_penalty on a step where the ego left the planned route for another lane."""
+  return -float(replan_penalty) if replanned else 0.0
 
 
 def compute_reward(*args, **kwargs):

@@ -10,6 +10,7 @@ Each group is a frozen dataclass and a gin configurable under a short name:
   CarlaRoute    how the route ahead is planned and re-planned
   CarlaReward   reward weights
   CarlaEpisode  agent steps, the settling after a spawn, and what ends an episode
+  CarlaAutopilot how the Traffic Manager drives the ego when it is the expert
 
 e.g. `CarlaServer.port = 2000`, `CarlaLidar.range = 32.0`, `CarlaEpisode.max_steps = 1000`.
 `seed` and `instance` stay on CarlaEnv: the program passes them per env. The
@@ -172,6 +173,11 @@ class RewardSettings:
   # sets, a terminal). 0 keeps the original reward.
   step_cost: float = 0.0
   stuck_penalty: float = 0.0
+  # Paid on a step where the ego left the planned route for another lane (the
+  # other branch at a junction, or a lane change): the route input shows the
+  # planned branch, so a run can make following it pay. 0: the route simply
+  # re-plans onto the lane taken.
+  replan_penalty: float = 0.0
 
 
 @gin.configurable('CarlaEpisode')
@@ -200,3 +206,24 @@ class EpisodeSettings:
       if not 0.0 < getattr(self, name) <= 1.0:
         raise ValueError(f'CarlaEpisode.{name}={getattr(self, name)!r}: a fraction of '
                          "CARLA's range in (0, 1].")
+
+
+@gin.configurable('CarlaAutopilot')
+@dataclasses.dataclass(frozen=True)
+class AutopilotSettings:
+  """How CARLA's Traffic Manager drives the ego when it is the expert (train_eval.expert='autopilot').
+
+  The recorded action is the control the Traffic Manager applied
+  (`ego.get_control()`, mapped back into the action range).
+  """
+  speed: float = None  # m/s; None: the Traffic Manager's own (the road's speed limit)
+  follow_route: bool = True  # drive the planned route (TrafficManager.set_path), branches included
+  lane_changes: bool = False  # TM's own lane changes leave the plan
+  ignore_lights: bool = False  # with lights frozen green (CarlaWorld) this changes nothing
+
+  def __post_init__(self):
+    if self.speed is not None:
+      _coerce(self, speed=float)
+      if self.speed <= 0:
+        raise ValueError(f'CarlaAutopilot.speed={self.speed!r}: m/s > 0, or None for the '
+                         "Traffic Manager's own speed.")

@@ -51,3 +51,14 @@ def action_to_control(action, steer_limit=1.0, brake_limit=1.0):
   acceleration, steer = np.clip(np.asarray(action, np.float64), -1.0, 1.0)
   return (float(max(acceleration, 0.0)), float(max(-acceleration, 0.0) * brake_limit),
           float(steer * steer_limit))
+
+
+def control_to_action(throttle, brake, steer, steer_limit=1.0, brake_limit=1.0):
+  """(throttle, brake, steer) -> the action that sends it (action_to_control's inverse).
+
+  A control outside what the limits let an action send (an autopilot's full
+  brake under brake_limit 0.5) maps to the nearest action: the bound.
+  """
+  acceleration = float(throttle) if throttle > 0.0 else -float(brake) / brake_limit
+  return np.clip(np.array([acceleration, float(steer) / steer_limit]), -1.0, 1.0).astype(
+      np.float32)
