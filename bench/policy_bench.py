@@ -7,6 +7,15 @@
                                 one 64x64x3 frame per call, state carried over
   policy_latency_savedmodel_ms  the same from `saved_policies.export_policies` ->
                                 `tf.saved_model.load(...).action`
+  What bounds it (the 1 ms goal of issue 24), same inputs and state:
+  policy_call_floor_ms          a tf.function taking the same (time_step, state)
+                                and doing nothing: Python dispatch and argument
+                                handling, the floor of any per-step call
+  policy_step_in_graph_ms       100 policy steps inside one tf.function
+                                (tf.while_loop, state carried), per step: the
+                                graph's own work without any per-call dispatch
+  policy_latency_xla_ms         `tf.function(policy.action, jit_compile=True)`:
+                                XLA fuses the step's ~100 small ops into few
   replay_checkpoint_{dmc,noise}_s  `ReplayServer.checkpoint()` of the experience
                                 table filled to `--fill_steps` env steps (default:
                                 the default capacity, 100k) of 126-step episodes
@@ -84,6 +93,7 @@ def policy_figures(args, agent, time_step_spec, frames):
       'policy_latency_inprocess_ms', round(statistics.median(times), 3), 'ms',
       batch=1, policy='greedy', how='common.function(agent.policy.action)',
       first_call_with_tracing_s=round(first_s, 2), **_ms_stats(times)))
+  lines += latency_bounds(args, policy, time_step_spec, frames)
 
   out_dir = common.tmpdir('export')
   try:
@@ -102,6 +112,49 @@ def policy_figures(args, agent, time_step_spec, frames):
         **_ms_stats(times)))
   finally:
     shutil.rmtree(out_dir, ignore_errors=True)
+  return lines
+
+
+def latency_bounds(args, policy, time_step_spec, frames, loop_steps=100):
+  """What a policy step's latency is made of (module doc): dispatch floor, graph work, XLA."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from tf_agents.trajectories import time_step as ts  # pylint: disable=g-import-not-at-top
+  lines = []
+  action_shape = [1] + policy.action_spec.shape.as_list()
+  floor_fn = tf.function(lambda time_step, state: (tf.zeros(action_shape), state))
+  times = latency(floor_fn, policy.get_initial_state(1), time_step_spec, frames, args.calls,
+                  args.warmup)
+  lines.append(common.emit('policy_call_floor_ms', round(statistics.median(times), 3), 'ms',
+                           batch=1, how='tf.function returning a constant action and the state',
+                           **_ms_stats(times)))
+
+  time_step = _batched_time_step(time_step_spec, frames[0], ts.StepType.MID)
+
+  @tf.function
+  def steps_in_graph(state):
+    def body(i, state):
+      return i + 1, policy.action(time_step, state).state
+    return tf.while_loop(lambda i, _: i < loop_steps, body, (tf.constant(0), state))[1]
+
+  tf.nest.map_structure(np.asarray, steps_in_graph(policy.get_initial_state(1)))
+  per_step = []
+  for _ in range(max(args.warmup // 2, 3)):
+    start = time.perf_counter()
+    tf.nest.map_structure(np.asarray, steps_in_graph(policy.get_initial_state(1)))
+    per_step.append((time.perf_counter() - start) * 1e3 / loop_steps)
+  lines.append(common.emit('policy_step_in_graph_ms', round(statistics.median(per_step), 3),
+                           'ms', batch=1, steps_per_call=loop_steps,
+                           how='policy.action in a tf.while_loop, one call', **_ms_stats(per_step)))
+
+  xla_fn = tf.function(policy.action, jit_compile=True)
+  start = time.perf_counter()
+  latency(xla_fn, policy.get_initial_state(1), time_step_spec, frames, 1, 0)
+  compile_s = time.perf_counter() - start
+  times = latency(xla_fn, policy.get_initial_state(1), time_step_spec, frames, args.calls,
+                  args.warmup)
+  lines.append(common.emit('policy_latency_xla_ms', round(statistics.median(times), 3), 'ms',
+                           batch=1, how='tf.function(policy.action, jit_compile=True)',
+                           first_call_with_compile_s=round(compile_s, 2), **_ms_stats(times)))
   return lines
 
 

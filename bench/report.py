@@ -54,6 +54,10 @@ process, so peak RSS is that process's own.
   + actor mode) at batch 1, policy state carried from call to call.
 - **policy_latency_savedmodel_ms**: `saved_policies.export_policies(...)`, then
   `tf.saved_model.load(.../greedy_policy).action` the same way.
+- **policy_call_floor_ms / policy_step_in_graph_ms / policy_latency_xla_ms**: what bounds the
+  step (issue 24's 1 ms goal): a tf.function with the same inputs that does nothing (dispatch);
+  100 steps in one `tf.while_loop` call, per step (the graph's own work, no dispatch); the step
+  under `jit_compile=True` (XLA fuses its small ops).
 - **planner_action_ms / planner_guided_action_ms / sac_action_ms** (`bench/planner_bench.py`):
   `common.function(policy.action)` at batch 1 on real cartpole frames, state carried over;
   the planner with PlaNet's defaults (horizon 12, 1000 candidates, top 100, 10 iterations),
@@ -176,7 +180,10 @@ def _summary(by_name):
                f"{get('replay_warmup_env_steps_per_s')} env steps/s.")
   if get('policy_latency_inprocess_ms') is not None:
     out.append(f"- Policy step at batch 1: {get('policy_latency_inprocess_ms')} ms in-process, "
-               f"{get('policy_latency_savedmodel_ms')} ms from the SavedModel.")
+               f"{get('policy_latency_savedmodel_ms')} ms from the SavedModel (goal: 1 ms); "
+               f"a call that does nothing costs {get('policy_call_floor_ms')} ms, the step's "
+               f"graph alone {get('policy_step_in_graph_ms')} ms, under XLA "
+               f"{get('policy_latency_xla_ms')} ms.")
   if get('planner_action_ms') is not None:
     planner = by_name['planner_action_ms']
     out.append(
