@@ -7,7 +7,7 @@
                                 one 64x64x3 frame per call, state carried over
   policy_latency_savedmodel_ms  the same from `saved_policies.export_policies` ->
                                 `tf.saved_model.load(...).action`
-  What bounds it (the 1 ms goal of issue 24), same inputs and state:
+  What bounds it against the 1 ms goal, same inputs and state:
   policy_call_floor_ms          a tf.function taking the same (time_step, state)
                                 and doing nothing: Python dispatch and argument
                                 handling, the floor of any per-step call

@@ -55,7 +55,7 @@ process, so peak RSS is that process's own.
 - **policy_latency_savedmodel_ms**: `saved_policies.export_policies(...)`, then
   `tf.saved_model.load(.../greedy_policy).action` the same way.
 - **policy_call_floor_ms / policy_step_in_graph_ms / policy_latency_xla_ms**: what bounds the
-  step (issue 24's 1 ms goal): a tf.function with the same inputs that does nothing (dispatch);
+  step against its 1 ms goal: a tf.function with the same inputs that does nothing (dispatch);
   100 steps in one `tf.while_loop` call, per step (the graph's own work, no dispatch); the step
   under `jit_compile=True` (XLA fuses its small ops).
 - **planner_action_ms / planner_guided_action_ms / sac_action_ms** (`bench/planner_bench.py`):
