@@ -11,6 +11,13 @@ the same world model:
               top 100, 10 iterations; `--planner` overrides)
   cem_guided  the planner with actor guidance: `--guided_share` of the initial
               candidates from the actor, min-critic terminal value
+  cem_blind   `cem` without the world model's continuation head: it sums the
+              predicted rewards over the whole horizon, through predicted ends
+  terminals   not a policy: do plans avoid what the model predicts as terminal?
+              Along one greedy actor episode, every 4th step, `cem` and
+              `cem_blind` plan from the same belief and seed; the continuation
+              head scores each plan's probability that the episode still goes
+              on after the horizon
   model       not a policy: how well the world model predicts a plan's return.
               One greedy actor episode; every 4th step, the summed reward the
               model predicts open loop (from the filtered belief, prior means,
@@ -18,7 +25,9 @@ the same world model:
               real sum; every 16th step also the predicted return of the CEM
               plan from that belief (what the planner optimises)
 Every policy meets the same episodes: a fresh environment seeded `--seed` for
-each. One JSON line per policy: returns, mean, wall time per episode.
+each. One JSON line per policy: returns, mean, wall time per episode, and how
+many episodes ended in a terminal (a crash, leaving the road) rather than a
+time limit.
 """
 import argparse
 import os
@@ -38,24 +47,64 @@ def _parse_overrides(text):
   return overrides
 
 
+class TerminalCount:
+  """Observer: episodes that ended in a terminal (discount 0), not a truncation."""
+
+  def __init__(self):
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    self.count = tf.Variable(0, dtype=tf.int64)
+
+  def __call__(self, trajectory):
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    ended = tf.logical_and(trajectory.is_last(), tf.equal(trajectory.discount, 0.0))
+    return self.count.assign_add(tf.reduce_sum(tf.cast(ended, tf.int64)))
+
+
 def run_episodes(tf_env, policy, episodes, label=''):
-  """Greedy episodes one at a time (as train_eval evaluates); returns, seconds."""
+  """Greedy episodes one at a time (as train_eval evaluates); returns, seconds,
+  env steps and whether each ended in a terminal."""
   from tf_agents.metrics import tf_metrics  # pylint: disable=g-import-not-at-top
   from planet_tfa import episodes as episodes_lib  # pylint: disable=g-import-not-at-top
   returns_metric = tf_metrics.AverageReturnMetric(buffer_size=1)
   steps_metric = tf_metrics.EnvironmentSteps()
-  driver = episodes_lib.EpisodeDriver(tf_env, {'greedy': (policy, [returns_metric, steps_metric])})
-  returns, seconds, steps = [], [], []
+  terminals = TerminalCount()
+  driver = episodes_lib.EpisodeDriver(
+      tf_env, {'greedy': (policy, [returns_metric, steps_metric, terminals])})
+  returns, seconds, steps, ended = [], [], [], []
   for _ in range(episodes):
-    before = int(steps_metric.result())
+    before, terminals_before = int(steps_metric.result()), int(terminals.count.numpy())
     start = time.perf_counter()
     driver.run(1)
     seconds.append(time.perf_counter() - start)
     returns.append(float(returns_metric.result()))
     steps.append(int(steps_metric.result()) - before)
+    ended.append(int(terminals.count.numpy()) > terminals_before)
     print(f'# {label} episode {len(returns)}/{episodes}: return {returns[-1]:.1f} in '
-          f'{seconds[-1]:.1f}s', file=sys.stderr, flush=True)
-  return returns, seconds, steps
+          f'{seconds[-1]:.1f}s{" (terminal)" if ended[-1] else ""}', file=sys.stderr, flush=True)
+  return returns, seconds, steps, ended
+
+
+def terminal_check(agent, env, seeing, blind, stride=4):
+  """The head's survival probability of `seeing`'s and `blind`'s plans along one actor episode."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from tf_agents.utils import common as tfa_common  # pylint: disable=g-import-not-at-top
+  survival_fn = tfa_common.function(seeing.plan_survival)
+  plan_fns = [tfa_common.function(seeing.plan), tfa_common.function(blind.plan)]
+  episode = diagnose_run.record_episode(agent, env)
+  survival = []
+  for t in range(0, len(episode['actions']), stride):
+    belief = {k: tf.constant(episode[k][t:t + 1]) for k in ('deter', 'stoch')}
+    plans = [plan(belief, tf.constant([0, t]))[0] for plan in plan_fns]  # [1, H, A] each
+    survival.append(survival_fn(belief, tf.stack(plans, 1)).numpy()[0])  # [2]
+  survival = np.array(survival)
+  return dict(
+      actor_episode_return=round(float(episode['rewards'].sum()), 1),
+      actor_episode_steps=len(episode['actions']), horizon=seeing.horizon, checks=len(survival),
+      blind_plan_survival_mean=round(float(survival[:, 1].mean()), 3),
+      plans_predicted_to_end_seeing=int((survival[:, 0] < 0.5).sum()),
+      plans_predicted_to_end_blind=int((survival[:, 1] < 0.5).sum()),
+      survival_per_check=[[round(float(a), 3), round(float(b), 3)] for a, b in survival])
 
 
 def model_check(agent, env, planner, stride=4, plan_stride=16):
@@ -96,7 +145,7 @@ def parse_args(argv=None):
   parser.add_argument('--episodes', type=int, default=5)
   parser.add_argument('--seed', type=int, default=100)
   parser.add_argument('--policies', default='sac,cem,cem_guided',
-                      help='comma list of sac, cem, cem_guided, model')
+                      help='comma list of sac, cem, cem_guided, cem_blind, model, terminals')
   parser.add_argument('--planner', default='',
                       help="CemPlanningPolicy overrides, e.g. 'horizon=3,num_candidates=20'")
   parser.add_argument('--guided_share', type=float, default=0.1)
@@ -122,6 +171,7 @@ def main():
       'sac': lambda: agent.make_policy('sac', True),
       'cem': lambda: agent.make_policy('cem', True, **planner),
       'cem_guided': lambda: agent.make_policy('cem', True, **guided),
+      'cem_blind': lambda: agent.make_policy('cem', True, continuation_head=None, **planner),
   }
   # The run's task (and its action repeat, time limit) from its own config.
   gin_files.parse_run_config(os.path.join(root, layout.OPERATIVE_CONFIG))
@@ -138,15 +188,31 @@ def main():
                     train_step=int(agent.train_step_counter.numpy()), root_dir=root,
                     env_seed=args.seed, **check)
         continue
+      if name == 'terminals':
+        if agent.world_model.continuation_decoder is None:
+          raise SystemExit('terminals: this run has no continuation head '
+                           '(WorldModel.continuation_scale = 0)')
+        env = suites.load_environment(seed=args.seed)
+        try:
+          check = terminal_check(agent, env, makers['cem'](), makers['cem_blind']())
+        finally:
+          env.close()
+        seeing_mean = float(sum(s for s, _ in check['survival_per_check'])) / check['checks']
+        common.emit('plan_survival_seeing', round(seeing_mean, 3), 'probability',
+                    what='P(episode goes on past the horizon) of the plan, by the '
+                    "continuation head; 'blind_' fields: the planner without it",
+                    train_step=int(agent.train_step_counter.numpy()), root_dir=root,
+                    env_seed=args.seed, **check)
+        continue
       policy = makers[name]()
       tf_env = experiment_lib.make_env(
           experiment_lib.Experiment(env_loader=suites.load_environment), seed=args.seed)
       try:
-        returns, seconds, steps = run_episodes(tf_env, policy, args.episodes, name)
+        returns, seconds, steps, ended = run_episodes(tf_env, policy, args.episodes, name)
       finally:
         experiment_lib.close_env(tf_env)
       details = {}
-      if name != 'sac':
+      if name.startswith('cem'):
         details = dict(horizon=policy.horizon, num_candidates=policy.num_candidates,
                        top_k=policy.top_k, iterations=policy.iterations,
                        actor_candidates=policy.num_actor_candidates)
@@ -157,6 +223,7 @@ def main():
                   return_std=round(statistics.pstdev(returns), 1),
                   wall_s_per_episode=round(statistics.median(seconds), 1),
                   all_wall_s=[round(s, 1) for s in seconds], env_steps_per_episode=steps[0],
+                  env_steps=steps, terminal_episodes=sum(ended),
                   train_step=int(agent.train_step_counter.numpy()), root_dir=root,
                   env_seed=args.seed, **details)
   finally:

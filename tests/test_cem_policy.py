@@ -262,6 +262,9 @@ def test_plan_returns_count_each_reward_while_the_episode_is_predicted_to_go_on(
   # The reward of arriving after action t counts if no earlier arrival ended it.
   expected = (per_step * (discount * go_on) ** np.arange(3)).sum(-1)
   np.testing.assert_allclose(returns, expected, rtol=1e-4, atol=1e-4)
+  # Still going after all three arrivals: go_on^3, whatever the actions.
+  np.testing.assert_allclose(policy.plan_survival(belief(agent), tf.constant(actions)).numpy(),
+                             np.full([2, 5], go_on**3), rtol=1e-5)
 
 
 def test_plans_steer_away_from_an_end_the_model_predicts():
@@ -283,6 +286,9 @@ def test_plans_steer_away_from_an_end_the_model_predicts():
   blind_return, seeing_return = np.moveaxis(
       seeing.plan_returns(belief(agent), actions).numpy(), 1, 0)
   assert (seeing_return > 2 * blind_return).all(), (seeing_return, blind_return)
+  # By the head, the blind plan ends (it crashes for the bonus on the first arrival).
+  blind_survival, _ = np.moveaxis(seeing.plan_survival(belief(agent), actions).numpy(), 1, 0)
+  assert (blind_survival < 1e-3).all(), blind_survival
 
 
 def test_cem_finds_the_known_optimum_of_every_plan_step():

@@ -266,22 +266,30 @@ class CemPlanningPolicy(latent_policy.LatentFilterPolicy):
               for critic in self._value_critics]
     return tf.reduce_min(tf.stack(values, 0), 0) / self._critic_reward_scale
 
-  def plan_returns(self, start, candidate_actions, seed=None):
-    """Predicted returns [B, N] of action sequences [B, N, H, A] from beliefs [B];
-    `seed`: the stateless seed of the collect variant's imagined samples (None:
-    the global random state)."""
+  def _imagine(self, start, candidate_actions, seed):
+    """Features [B*N, H, F] of action sequences [B, N, H, A] imagined from beliefs [B]."""
     shape = tf.shape(candidate_actions)
     batch_size, num = shape[0], shape[1]
     flat_actions = tf.reshape(candidate_actions, [batch_size * num, self._horizon, -1])
     tiled_start = {k: tf.repeat(start[k], num, axis=0) for k in ('deter', 'stoch')}
     imagined = self._rssm.imagine(flat_actions, tiled_start, sample=not self._greedy,
                                   seed=None if self._greedy else seed)
-    imagined_features = rssm_lib.features(imagined)             # [B*N, H, F]
+    return rssm_lib.features(imagined), batch_size, num
+
+  def _alive_after(self, imagined_features):
+    """P(the episode goes on after each imagined step) [M, H]: 1 without a continuation head."""
+    if self._continuation_head is None:
+      return tf.ones(tf.shape(imagined_features)[:2])
+    return tf.math.cumprod(tf.sigmoid(self._continuation_head(imagined_features)), -1)
+
+  def plan_returns(self, start, candidate_actions, seed=None):
+    """Predicted returns [B, N] of action sequences [B, N, H, A] from beliefs [B];
+    `seed`: the stateless seed of the collect variant's imagined samples (None:
+    the global random state)."""
+    imagined_features, batch_size, num = self._imagine(start, candidate_actions, seed)
     rewards = self._reward_head(imagined_features)                # [B*N, H]
     discounts = self._discount ** tf.range(self._horizon, dtype=tf.float32)
-    alive_after = tf.ones_like(rewards)
-    if self._continuation_head is not None:
-      alive_after = tf.math.cumprod(tf.sigmoid(self._continuation_head(imagined_features)), -1)
+    alive_after = self._alive_after(imagined_features)
     # The reward of arriving at a step counts if the episode had not ended before it.
     alive_before = tf.concat([tf.ones_like(alive_after[:, :1]), alive_after[:, :-1]], -1)
     returns = tf.reduce_sum(rewards * discounts * alive_before, -1)  # [B*N]
@@ -289,6 +297,12 @@ class CemPlanningPolicy(latent_policy.LatentFilterPolicy):
       returns += (self._discount ** self._horizon * alive_after[:, -1]
                   * self.terminal_values(imagined_features[:, -1]))
     return tf.reshape(returns, [batch_size, num])
+
+  def plan_survival(self, start, candidate_actions, seed=None):
+    """P(the episode still goes on after all H steps) [B, N] of action sequences
+    [B, N, H, A] by the continuation head (1 without one)."""
+    imagined_features, batch_size, num = self._imagine(start, candidate_actions, seed)
+    return tf.reshape(self._alive_after(imagined_features)[:, -1], [batch_size, num])
 
   def actor_candidates(self, start, num, seed):
     """[B, num, H, A] sequences of the actor rolled through the imagined prior.

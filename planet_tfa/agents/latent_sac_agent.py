@@ -252,14 +252,15 @@ class LatentSacAgent(tf_agent.TFAgent):
       critics = {'critic': (self._sac._critic_network_1, self._sac._critic_network_2),
                  'target_critic': (self._sac._target_critic_network_1,
                                    self._sac._target_critic_network_2)}
+      settings = dict(self._planner_settings, **planner_kwargs)
+      # continuation_head=None in planner_kwargs: a planner blind to episode ends.
+      settings.setdefault('continuation_head', self._world_model.continuation_decoder)
       return cem_policy.CemPlanningPolicy(
           time_step_spec, action_spec, self._filter_network,
           self._world_model.reward_decoder, actor_network=self._actor_network,
           critics=critics, critic_gamma=self._gamma,
           critic_reward_scale=self._reward_scale_factor, greedy=greedy,
-          sample_posterior=sample_posterior,
-          continuation_head=self._world_model.continuation_decoder,
-          **dict(self._planner_settings, **planner_kwargs))
+          sample_posterior=sample_posterior, **settings)
     raise errors.ConfigError(f'unknown policy kind {kind!r}: choose one of {POLICY_KINDS}.')
 
   def greedy_policy(self, greedy_filter=None, sensors_only=False):
