@@ -138,7 +138,8 @@ def train_eval(root_dir,
       policy for `eval_episodes` episodes (SLAC's published curves are of it);
       both returns go to ROOT/eval_returns.csv and TensorBoard.
     time_budget_s: stop (checkpointed, evaluated) once this much wall time has
-      passed in this process; None: no limit. For equal-budget comparisons.
+      passed in this process since the warm-up, checked after each iteration
+      (so at least one runs); None: no limit. For equal-budget comparisons.
     env_step_budget: stop (checkpointed, evaluated) once the run has
       collected this many environment (physics) steps, warm-up included: the
       papers' "100k environment steps". None: no limit.
@@ -289,7 +290,10 @@ def _train(root_dir, experiment, s, train_env, eval_env, collects, remote):
       'num_iterations': lambda: int(run.iteration.numpy()) >= s['num_iterations'],
       'env_step_budget': lambda: (agent_step_budget is not None
                                   and run.counters()['env_steps'] >= agent_step_budget),
+      # Checked after an iteration: the setup before the first one (samplers,
+      # tracing) never uses up a budget before any training.
       'time_budget_s': lambda: (s['time_budget_s'] is not None
+                                and int(run.iteration.numpy()) > progress.start
                                 and time.time() - progress.started_at > s['time_budget_s']),
   }
   stop = stop_signals.StopRequested(
