@@ -39,7 +39,8 @@ test: $(STAMP)
 test-fast: $(STAMP)
 	$(PY) -m pytest tests -m "not slow" $(PYTEST_ARGS)
 
-# Benchmark suite: one JSON line per figure, writes docs/benchmarks.md (BENCH_ARGS=--quick: smoke test).
+# Benchmark suite: one JSON line per figure, writes docs/benchmarks/<CPU kind>.md and the
+# docs/benchmarks.md index (BENCH_ARGS=--quick: smoke test).
 BENCH_ARGS ?=
 bench: $(STAMP)
 	$(PY) -m bench $(BENCH_ARGS)

@@ -1,15 +1,23 @@
-"""Writes docs/benchmarks.md from the suite's JSON lines, one table per topic.
+"""Writes the suite's JSON lines up as markdown: one document per CPU kind, and an index.
 
-Each line's "section" (set by the suite from the registry entry that ran it)
-picks its table; sections come in bench/registry.py's order. The raw JSON
-block ends the document, headed by one {"run": ...} line (machine, command,
-wall time), so the document can be re-rendered after a change to this file
-without running anything:
+Figures differ 2x between CPUs (AVX-512 or not, bf16 units or not), so each
+kind of CPU measured keeps its own document, `docs/benchmarks/<kind>.md`
+(`hardware.cpu_kind`: e.g. amd-epyc-avx2), replaced only by a later run on the
+same kind; `docs/benchmarks.md` is the index: one section per kind with its
+date and summary.
 
-  python -m bench.report [--doc docs/benchmarks.md]
+In a document, each line's "section" (set by the suite from the registry entry
+that ran it) picks its table; sections come in bench/registry.py's order. The
+raw JSON block ends the document, headed by one {"run": ...} line (machine,
+command, wall time), so documents and index can be re-rendered after a change
+to this file without running anything:
+
+  python -m bench.report [--doc docs/benchmarks/amd-epyc-avx2.md]   (default: all)
 """
 import argparse
+import glob
 import json
+import os
 import sys
 
 from bench import registry
@@ -160,6 +168,15 @@ def standalone():
   return out
 
 
+def _bf16_units(line):
+  """Whether the line's CPU had bf16 units, as its record says."""
+  flags = (line.get('machine') or {}).get('cpu_flags')
+  if flags is None:
+    return 'has AVX512_BF16'  # records before flags were kept: the AVX-512 machine
+  return ('has bf16 units' if {'avx512_bf16', 'amx_bf16'} & set(flags)
+          else 'has no bf16 units: emulated, slower')
+
+
 def _summary(by_name):
   """A few sentences computed from the figures (only for those present)."""
   out = []
@@ -179,11 +196,14 @@ def _summary(by_name):
                f"({get('replay_sample_random')} with noise frames); warm-up collects "
                f"{get('replay_warmup_env_steps_per_s')} env steps/s.")
   if get('policy_latency_inprocess_ms') is not None:
+    bounds = ''
+    if get('policy_call_floor_ms') is not None:
+      bounds = (f"; a call that does nothing costs {get('policy_call_floor_ms')} ms, the "
+                f"step's graph alone {get('policy_step_in_graph_ms')} ms, under XLA "
+                f"{get('policy_latency_xla_ms')} ms")
     out.append(f"- Policy step at batch 1: {get('policy_latency_inprocess_ms')} ms in-process, "
-               f"{get('policy_latency_savedmodel_ms')} ms from the SavedModel (goal: 1 ms); "
-               f"a call that does nothing costs {get('policy_call_floor_ms')} ms, the step's "
-               f"graph alone {get('policy_step_in_graph_ms')} ms, under XLA "
-               f"{get('policy_latency_xla_ms')} ms.")
+               f"{get('policy_latency_savedmodel_ms')} ms from the SavedModel (goal: 1 ms)"
+               f"{bounds}.")
   if get('planner_action_ms') is not None:
     planner = by_name['planner_action_ms']
     out.append(
@@ -239,7 +259,7 @@ def _summary(by_name):
     reuse_bf16 = by_name.get('train_iteration_s_reuse_bf16', {})
     out.append(
         "- With `WorldModel.image_precision = 'mixed_bfloat16'` (bf16 convs on fp32 variables; "
-        f"this CPU has AVX512_BF16): SLAC-shaped {bf16['value']} s, default layout "
+        f"this CPU {_bf16_units(bf16)}): SLAC-shaped {bf16['value']} s, default layout "
         f"{reuse_bf16.get('value')} s ({bf16.get('x_floor')}x / {reuse_bf16.get('x_floor')}x "
         'the fp32 floor).')
   for name, line in by_name.items():
@@ -296,6 +316,54 @@ def write(path, lines, info, command, wall_s, quick=False, note=None):
     f.write(render(lines, info, command, wall_s, quick, note))
 
 
+def kind_documents(kind_dir):
+  """{kind: path} of the per-CPU-kind documents in `kind_dir`."""
+  return {os.path.splitext(os.path.basename(path))[0]: path
+          for path in sorted(glob.glob(os.path.join(kind_dir, '*.md')))}
+
+
+def render_index(kind_dir, index_dir):
+  """The index: one section per CPU kind measured, newest first, with its summary."""
+  measured = []
+  for kind, path in kind_documents(kind_dir).items():
+    lines, run = read(path)
+    measured.append((run['info'].get('date', ''), kind, path, lines, run))
+  measured.sort(key=lambda item: item[0], reverse=True)
+  md = ['# Benchmarks', '',
+        'Speed and memory figures of the benchmark suite (`make bench`, `python -m bench`), one '
+        'document per kind of CPU measured: figures differ up to 2x between CPUs with and '
+        'without AVX-512 and bf16 units, so a run replaces only the document of its own kind '
+        '(`hardware.cpu_kind`). Every JSON record also names the CPU model, its flags, '
+        "TensorFlow's oneDNN state and the allocator it ran with.", '']
+  for date, kind, path, lines, run in measured:
+    info = run['info']
+    flags = ', '.join(info.get('cpu_flags') or []) or 'flags not recorded'
+    link = os.path.relpath(path, index_dir)
+    md += [f'## {info.get("cpu", "unknown CPU")} ({kind}), {date}', '',
+           f'{info.get("cores")} cores, {flags}; oneDNN '
+           f'{_onednn(lines, info)}; {run["wall_s"]:.0f} s of wall time'
+           + (' (QUICK mode: not representative)' if run.get('quick') else '')
+           + f'. Full tables, methods and raw JSON: [{link}]({link}).', '']
+    md += _summary({l['name']: l for l in lines}) + ['']
+  if not measured:
+    md += ['No run yet: `make bench` writes the first document.', '']
+  return '\n'.join(md)
+
+
+def _onednn(lines, info):
+  states = {l['machine'].get('onednn') for l in lines if isinstance(l.get('machine'), dict)}
+  if states == {True}:
+    return 'on'
+  if states == {False}:
+    return 'off'
+  return f'env {info.get("onednn_env")!r}' if info.get('onednn_env') else 'not recorded'
+
+
+def write_index(index_path, kind_dir):
+  with open(index_path, 'w') as f:
+    f.write(render_index(kind_dir, os.path.dirname(os.path.abspath(index_path))))
+
+
 def read(path):
   """(lines, run header) from a document written by `write`."""
   with open(path) as f:
@@ -308,13 +376,24 @@ def read(path):
   return [l for l in decoded if 'run' not in l], runs[0]
 
 
+DOCS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'docs')
+INDEX = os.path.join(DOCS, 'benchmarks.md')
+KIND_DIR = os.path.join(DOCS, 'benchmarks')
+
+
 def main(argv=None):
-  parser = argparse.ArgumentParser(description='re-render docs/benchmarks.md from its raw JSON')
-  parser.add_argument('--doc', default='docs/benchmarks.md')
+  parser = argparse.ArgumentParser(description='re-render the benchmark documents from their '
+                                   'raw JSON')
+  parser.add_argument('--doc', default=None, help='one document (default: every kind)')
+  parser.add_argument('--index', default=INDEX)
+  parser.add_argument('--kind_dir', default=KIND_DIR)
   args = parser.parse_args(argv)
-  lines, run = read(args.doc)
-  write(args.doc, lines, run['info'], run['command'], run['wall_s'], run['quick'],
-        run.get('note'))
+  docs = [args.doc] if args.doc else list(kind_documents(args.kind_dir).values())
+  for doc in docs:
+    lines, run = read(doc)
+    write(doc, lines, run['info'], run['command'], run['wall_s'], run['quick'],
+          run.get('note'))
+  write_index(args.index, args.kind_dir)
   return 0
 
 

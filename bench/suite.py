@@ -3,12 +3,13 @@
 Runs the registry's suite entries (bench/registry.py) in order, each module
 in its own process (clean peak RSS, one TF runtime each, LD_PRELOAD for the
 tcmalloc run), prints every figure as one JSON line tagged with its entry
-("benchmark") and docs section ("section"), and writes docs/benchmarks.md
-with the tables by topic, the machine and the exact command. Children's logs
+("benchmark") and docs section ("section"), and writes the document of this
+CPU's kind, docs/benchmarks/<kind>.md (tables by topic, the machine, the exact
+command), and the index docs/benchmarks.md of every kind measured. Children's logs
 (TF, Reverb) go to --log_dir.
 
   python -m bench [--quick] [--only flops,replay,policy,planner,train,tcmalloc,carla] \
-      [--out docs/benchmarks.md] [--log_dir /tmp/planet_bench_logs] [--list]
+      [--out FILE.md] [--log_dir /tmp/planet_bench_logs] [--list]
 
 --only takes registry groups or entry names. --quick runs the entries'
 quick arguments (the project's tiny sizes: a smoke test of the suite; it
@@ -23,6 +24,7 @@ import sys
 import time
 
 from bench import common
+from planet_tfa import hardware
 from bench import registry
 
 CHILD_TIMEOUT_S = 600
@@ -119,7 +121,8 @@ def main(argv=None):
   parser.add_argument('--only', default=','.join(groups),
                       help=f'comma list of groups ({",".join(groups)}) or entry names')
   parser.add_argument('--out', default=None,
-                      help='markdown report (default docs/benchmarks.md; none with --quick)')
+                      help='markdown report (default docs/benchmarks/<CPU kind>.md and the '
+                      'docs/benchmarks.md index; none with --quick)')
   parser.add_argument('--log_dir', default='/tmp/planet_bench_logs')
   parser.add_argument('--list', action='store_true', help='print the registry and exit')
   args = parser.parse_args(argv)
@@ -129,8 +132,10 @@ def main(argv=None):
     entries = select(args.only)
   except ValueError as error:
     parser.error(str(error))
+  # Each kind of CPU keeps its own document; the index lists them all.
   out = args.out if args.out is not None else (
-      None if args.quick else os.path.join(common.REPO, 'docs', 'benchmarks.md'))
+      None if args.quick else os.path.join(common.REPO, 'docs', 'benchmarks',
+                                           f'{hardware.cpu_kind()}.md'))
   start = time.time()
   info = common.machine()
   lines = run(entries, args.quick, args.log_dir)
@@ -139,6 +144,10 @@ def main(argv=None):
   if out:
     from bench import report  # pylint: disable=g-import-not-at-top
     command = ' '.join(['python -m bench'] + [shlex.quote(a) for a in argv])
+    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
     report.write(out, lines, info, command, wall_s, quick=args.quick)
     print(f'# wrote {out}', file=sys.stderr, flush=True)
+    if args.out is None:
+      report.write_index(report.INDEX, report.KIND_DIR)
+      print(f'# wrote {report.INDEX}', file=sys.stderr, flush=True)
   return 0 if not any(l['name'].endswith('_failed') for l in lines) else 1

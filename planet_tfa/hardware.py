@@ -13,6 +13,7 @@ module before TensorFlow is loaded.
 """
 import functools
 import os
+import re
 import sys
 
 ONEDNN_ENV = 'TF_ENABLE_ONEDNN_OPTS'
@@ -47,6 +48,18 @@ def cpu_info(cpuinfo_path='/proc/cpuinfo'):
   except OSError:
     pass
   return {'cpu': model, 'flags': [f for f in FLAGS_OF_INTEREST if f in flags]}
+
+
+def cpu_kind(info=None):
+  """A file-name slug of the CPU model and its widest vector units, e.g.
+  'amd-epyc-avx2' or 'amd-epyc-avx512-bf16': benchmark figures are kept per kind."""
+  info = info or cpu_info()
+  model = re.sub(r'\((R|TM|tm|r)\)|\bCPU\b|\bProcessor\b|@.*$|\d+-Core', ' ', info['cpu'])
+  slug = re.sub(r'[^a-z0-9]+', '-', model.lower()).strip('-') or 'unknown-cpu'
+  flags = info['flags']
+  units = ('avx512-bf16' if 'avx512_bf16' in flags or 'amx_bf16' in flags
+           else 'avx512' if 'avx512f' in flags else 'avx2' if 'avx2' in flags else 'baseline')
+  return f'{slug}-{units}'
 
 
 def has_bf16_units(info=None):

@@ -19,6 +19,7 @@ from bench import common
 from bench import registry
 from bench import report
 from bench import suite
+from planet_tfa import hardware
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENV = dict(os.environ, PYTHONPATH=REPO, PYTHONUNBUFFERED='1')
@@ -255,3 +256,36 @@ def test_the_peer_comparison_without_the_peer_says_how_to_install_it(tmp_path):
                             f'{tmp_path / "no_checkout"} is not a checkout of '
                             f'{peer_slac.PEER_REPOSITORY} (no slac/algo.py)')
   assert peer_slac.PEER_COMMIT in line['install'] and 'download.pytorch.org/whl/cpu' in line['install']
+
+
+def test_each_cpu_kind_keeps_its_own_document_and_the_index_lists_every_kind(tmp_path):
+  kinds = tmp_path / 'benchmarks'
+  kinds.mkdir()
+  runs = {'amd-epyc-avx2': ('2026-12-02 01:00 UTC', ['avx2'], 0.9),
+          'amd-epyc-avx512-bf16': ('2026-11-29 23:03 UTC', ['avx2', 'avx512f', 'avx512_bf16'],
+                                   0.5)}
+  for kind, (date, flags, step_s) in runs.items():
+    info = dict(common.machine(), date=date, cpu_flags=flags)
+    line = _line('train_step_s_d32', 'Training step', 'train_d32', value=step_s, x_floor=1.5,
+                 machine={'cpu': 'AMD EPYC', 'cpu_flags': flags, 'onednn': True})
+    report.write(str(kinds / f'{kind}.md'), [line], info, 'python -m bench', 100.0)
+  index = tmp_path / 'benchmarks.md'
+  report.write_index(str(index), str(kinds))
+  text = index.read_text()
+  headings = re.findall(r'^## (.*)$', text, re.M)
+  # One section per kind, newest first, each with its date, flags, oneDNN state,
+  # its own figures and a link that resolves from the index.
+  assert headings == ['AMD EPYC (amd-epyc-avx2), 2026-12-02 01:00 UTC',
+                      'AMD EPYC (amd-epyc-avx512-bf16), 2026-11-29 23:03 UTC']
+  avx2, avx512 = re.split(r'^## ', text, flags=re.M)[1:]
+  assert 'Train step at depth 32: 0.9 s' in avx2 and 'oneDNN on' in avx2
+  assert 'avx512_bf16' in avx512 and 'Train step at depth 32: 0.5 s' in avx512
+  for kind in runs:
+    link = f'benchmarks/{kind}.md'
+    assert f']({link})' in text and (tmp_path / link).exists()
+  # The kind slug: model and widest vector units.
+  assert hardware.cpu_kind({'cpu': 'AMD EPYC 7B13 64-Core Processor',
+                            'flags': ['avx2']}) == 'amd-epyc-7b13-avx2'
+  assert hardware.cpu_kind({'cpu': 'Intel(R) Xeon(R) Platinum 8481C CPU @ 2.70GHz',
+                            'flags': ['avx2', 'avx512f', 'amx_bf16']}) == (
+                                'intel-xeon-platinum-8481c-avx512-bf16')
