@@ -181,15 +181,21 @@ def plot_curve(roots, baseline_paths, png):
   for path, style in zip(baseline_paths, ('--', ':', '-.')):
     with open(path) as f:
       baseline = json.loads(f.readline())
-    name = baseline['policy'] if baseline['policy'] in ('random', 'constant') else 'saved'
+    name = baseline['policy'] if baseline['policy'] in ('random', 'constant',
+                                                        'expert') else 'saved'
     if name == 'constant':
       name = f'constant throttle {baseline["throttle"]:g}, no steering'
+    if name == 'expert':
+      route = any('k_route' in p for p in baseline.get('gin_params', []))
+      name = (f'expert controller at {baseline["expert_speed"]:g} m/s'
+              + (' with the route' if route else ''))
+    name += f', {100 * baseline["crash_rate"]:.0f} % crashes' if 'crash_rate' in baseline else ''
     ax.axhline(baseline['return_mean'], color='gray', linestyle=style,
                label=f'{name} ({baseline["episodes"]} episodes)')
   ax.set_xlabel('wall time (minutes, shared 2-core CPU)')
   ax.set_ylabel('eval return (mean of the eval episodes)')
   ax.grid(alpha=0.3)
-  ax.legend()
+  ax.legend(loc='lower right', fontsize='small')
   fig.tight_layout()
   fig.savefig(png, dpi=100)
   return png
