@@ -74,7 +74,7 @@ def run(args):
   root = common.tmpdir('replay_dmc')
   try:
     agent, server = build(args.quick, root)
-    tf_env = run_lib.make_tf_env(suites.load_environment, 0)
+    tf_env = run_lib.make_env(run_lib.Experiment(env_loader=suites.load_environment), seed=0)
     episode_observer = observers.TFReverbObserver(
         lambda: observers.ReverbEpisodeObserver(server.client, seq),
         batch_size=tf_env.batch_size)
@@ -97,7 +97,7 @@ def run(args):
         episodes=args.episodes, steps_per_episode=steps_per_episode,
         min=round(min(rates), 1), max=round(max(rates), 1),
         first_episode_with_tracing_s=round(first_s, 2)))
-    run_lib.close_tf_env(tf_env)
+    run_lib.close_env(tf_env)
     stored = episode_observer.observers[0].steps_written
     size, per_step, path = storage(server, stored)
     lines.append(common.emit(

@@ -108,6 +108,22 @@ def test_suite_runs_one_benchmark_end_to_end_in_quick_mode(tmp_path):
   assert run['quick'] is True and run['command'].startswith('python -m bench --quick')
 
 
+@pytest.mark.slow
+def test_replay_bench_runs_in_quick_mode_through_the_projects_own_env_and_collection(tmp_path):
+  # It once called an API a refactor had removed, and no test ran it.
+  result = subprocess.run([sys.executable, '-m', 'bench.replay_bench', '--quick'], cwd=REPO,
+                          env=dict(ENV, PLANET_TFA_LOG_DIR=str(tmp_path)), capture_output=True,
+                          text=True, timeout=600)
+  assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+  lines = {l['name']: l for l in map(json.loads, filter(lambda t: t.startswith('{'),
+                                                            result.stdout.splitlines()))}
+  assert set(lines) == {'replay_warmup_env_steps_per_s', 'replay_storage_dmc',
+                        'replay_sample_dmc', 'replay_storage_random', 'replay_sample_random'}
+  assert lines['replay_warmup_env_steps_per_s']['value'] > 0
+  # Each stored step is stored about once, though 9 windows hold it.
+  assert 0.5 < lines['replay_storage_random']['value'] < 2.0
+
+
 def _line(name, section, benchmark=None, value=1.0, **details):
   return {'name': name, 'value': value, 'unit': 's', 'section': section,
           'benchmark': benchmark, **details}
