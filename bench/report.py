@@ -28,7 +28,9 @@ OTHER = 'Other figures'  # lines without a known section: shown, never dropped
 HIDDEN = {'name', 'value', 'unit', 'x_floor', 'section', 'benchmark', 'issue', 'log',
           'log_tail', 'median_s', 'median_ms', 'repeats', 'all_s',
           # descriptions by name, whatever their length: raw JSON and methods only
-          'how', 'what', 'note', 'window', 'task', 'frames'}
+          'how', 'what', 'note', 'window', 'task', 'frames',
+          # the CPU path of every record: the document's header and the index say it once
+          'machine'}
 
 METHODS = """\
 ## How each figure is measured
@@ -287,7 +289,9 @@ def render(lines, info, command, wall_s, quick=False, note=None):
         f'- TensorFlow {info["tensorflow"]}, dm-reverb {info["dm-reverb"]}, tf-agents '
         f'{info["tf-agents"]}, TFP {info["tensorflow-probability"]}, dm-control '
         f'{info["dm-control"]}, MuJoCo {info["mujoco"]}, NumPy {info["numpy"]}',
-        f'- tcmalloc: {info["tcmalloc"] or "not installed"}', '']
+        f'- tcmalloc: {info["tcmalloc"] or "not installed"}',
+        f'- CPU flags of interest: {", ".join(info.get("cpu_flags") or []) or "not recorded"}; '
+        f'oneDNN: {_onednn(lines, info)} (each record\'s `machine` in the raw JSON)', '']
   summary = _summary(by_name)
   if summary:
     md += ['## Summary', ''] + summary + ['']
