@@ -12,8 +12,9 @@
                                 and doing nothing: Python dispatch and argument
                                 handling, the floor of any per-step call
   policy_step_in_graph_ms       100 policy steps inside one tf.function
-                                (tf.while_loop, state carried), per step: the
-                                graph's own work without any per-call dispatch
+                                (tf.while_loop, state carried, a new frame each
+                                step), per step: the graph's own work without
+                                any per-call dispatch
   policy_latency_xla_ms         `tf.function(policy.action, jit_compile=True)`:
                                 XLA fuses the step's ~100 small ops into few
   replay_checkpoint_{dmc,noise}_s  `ReplayServer.checkpoint()` of the experience
@@ -128,11 +129,16 @@ def latency_bounds(args, policy, time_step_spec, frames, loop_steps=100):
                            batch=1, how='tf.function returning a constant action and the state',
                            **_ms_stats(times)))
 
-  time_step = _batched_time_step(time_step_spec, frames[0], ts.StepType.MID)
+  # A different frame each step: with one constant frame, Grappler would hoist
+  # the encoder out of the loop and the figure would leave its convolutions out.
+  time_steps = [_batched_time_step(time_step_spec, frames[i % len(frames)], ts.StepType.MID)
+                for i in range(min(len(frames), 16))]
+  stacked = tf.nest.map_structure(lambda *xs: tf.stack(xs), *time_steps)
 
   @tf.function
   def steps_in_graph(state):
     def body(i, state):
+      time_step = tf.nest.map_structure(lambda x: x[i % len(time_steps)], stacked)
       return i + 1, policy.action(time_step, state).state
     return tf.while_loop(lambda i, _: i < loop_steps, body, (tf.constant(0), state))[1]
 
