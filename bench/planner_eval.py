@@ -101,6 +101,7 @@ def terminal_check(agent, env, seeing, blind, stride=4):
   return dict(
       actor_episode_return=round(float(episode['rewards'].sum()), 1),
       actor_episode_steps=len(episode['actions']), horizon=seeing.horizon, checks=len(survival),
+      seeing_plan_survival_mean=round(float(survival[:, 0].mean()), 3),
       blind_plan_survival_mean=round(float(survival[:, 1].mean()), 3),
       plans_predicted_to_end_seeing=int((survival[:, 0] < 0.5).sum()),
       plans_predicted_to_end_blind=int((survival[:, 1] < 0.5).sum()),
@@ -197,8 +198,7 @@ def main():
           check = terminal_check(agent, env, makers['cem'](), makers['cem_blind']())
         finally:
           env.close()
-        seeing_mean = float(sum(s for s, _ in check['survival_per_check'])) / check['checks']
-        common.emit('plan_survival_seeing', round(seeing_mean, 3), 'probability',
+        common.emit('plan_survival_seeing', check['seeing_plan_survival_mean'], 'probability',
                     what='P(episode goes on past the horizon) of the plan, by the '
                     "continuation head; 'blind_' fields: the planner without it",
                     train_step=int(agent.train_step_counter.numpy()), root_dir=root,

@@ -483,9 +483,10 @@ class CarlaEnv(py_environment.PyEnvironment):
         self._applied_action = np.mean(applied, axis=0).astype(np.float32)
         steer = float(self._applied_action[1]) * episode.steer_limit
       else:
-        throttle, brake, steer = specs.action_to_control(action, episode.steer_limit,
-                                                         episode.brake_limit)
         self._applied_action = np.clip(np.asarray(action, np.float32), -1.0, 1.0)
+        throttle, brake, steer = specs.action_to_control(self._applied_action,
+                                                         episode.steer_limit,
+                                                         episode.brake_limit)
         self._ego.apply_control(self._carla.VehicleControl(
             throttle=throttle, brake=brake, steer=steer))
         for _ in range(episode.action_repeat):
