@@ -22,6 +22,12 @@ filter belief. Then, on those episodes, one JSON line per check:
   policy_entropy        entropy of the actor's tanh-Gaussian at the visited
                         beliefs (Monte-Carlo, 64 samples) against SAC's target
                         entropy, and the temperature alpha.
+  continuation_foresight  (runs with a continuation head) whether the head
+                        sees an episode's end coming: per arrival at step t,
+                        P(end) by the head on the prior imagined k steps open
+                        loop from the belief at t - k under the real actions;
+                        at the arrivals that ended an episode (discount 0) vs
+                        all others, and the ROC AUC between them, per k.
 """
 import argparse
 import os
@@ -38,6 +44,8 @@ def parse_args(argv=None):
   parser.add_argument('--horizon', type=int, default=12, help='imagined agent steps')
   parser.add_argument('--context', type=int, default=5, help='observed frames before imagining')
   parser.add_argument('--stride', type=int, default=8, help='agent steps between checked windows')
+  parser.add_argument('--foresight', default='1,3,6,12',
+                      help='imagined steps k of the continuation_foresight check')
   return parser.parse_args(argv)
 
 
@@ -68,7 +76,38 @@ def record_episode(agent, env):
   belief = {'deter': np.array(deter), 'stoch': np.array(stoch)}
   return dict(frames={k: np.stack([f[k] for f in frames]) for k in frames[0]},
               actions=np.array(actions, np.float32), rewards=np.array(rewards, np.float32),
-              features=rssm_lib.features(belief).numpy(), **belief)
+              features=rssm_lib.features(belief).numpy(), final_discount=float(step.discount),
+              **belief)
+
+
+def roc_auc(scores, positive):
+  """P(a random positive scores above a random negative), ties counting half."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  scores, positive = np.asarray(scores, np.float64), np.asarray(positive, bool)
+  pos, neg = scores[positive], scores[~positive]
+  if not len(pos) or not len(neg):
+    return None
+  above = (pos[:, None] > neg[None, :]).sum() + 0.5 * (pos[:, None] == neg[None, :]).sum()
+  return float(above / (len(pos) * len(neg)))
+
+
+def continuation_foresight(agent, episode, k):
+  """P(end) by the continuation head at each arrival t = k..T, imagined k steps
+  from the belief at t - k under the real actions; and whether it ended the episode."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from planet_tfa.networks import rssm as rssm_lib  # pylint: disable=g-import-not-at-top
+  model = agent.world_model
+  steps = len(episode['actions'])       # beliefs b_0..b_{T-1}; the last arrival is at T
+  starts = np.arange(0, steps - k + 1)  # arrival t = start + k
+  if not len(starts):
+    return np.zeros([0]), np.zeros([0], bool)
+  start = {key: tf.constant(episode[key][starts]) for key in ('deter', 'stoch')}
+  actions = tf.constant(np.stack([episode['actions'][s:s + k] for s in starts]))
+  prior = model.rssm.imagine(actions, start, sample=False)
+  logit = model.continuation_decoder(rssm_lib.features(prior))[:, -1]
+  ended = (starts + k == steps) & (episode['final_discount'] == 0.0)
+  return tf.sigmoid(-logit).numpy(), ended
 
 
 def open_loop_images(agent, episode, context, horizon, stride):
@@ -213,6 +252,19 @@ def main():
               target_entropy=float(agent.sac._target_entropy),  # pylint: disable=protected-access
               alpha=round(float(np.exp(agent.log_alpha.numpy())), 4),
               action_dims=int(episodes[0]['actions'].shape[-1]), **run)
+
+  if agent.world_model.continuation_decoder is not None:
+    for k in (int(v) for v in args.foresight.split(',')):
+      p_end, ended = map(np.concatenate, zip(*(continuation_foresight(agent, e, k)
+                                               for e in episodes)))
+      auc = roc_auc(p_end, ended)
+      common.emit('continuation_foresight', None if auc is None else round(auc, 3), 'auc',
+                  what=f'ROC AUC of P(end) imagined {k} steps ahead: arrivals that ended '
+                  'the episode vs the others (0.5: the head does not see the end coming)',
+                  imagined_steps=k, terminal_arrivals=int(ended.sum()),
+                  other_arrivals=int((~ended).sum()),
+                  p_end_at_terminals=round(float(p_end[ended].mean()), 4) if ended.any() else None,
+                  p_end_elsewhere=round(float(p_end[~ended].mean()), 4), **run)
   common.hard_exit()
 
 

@@ -84,6 +84,12 @@ class WorldModel(tf.Module):
       terminate) builds no head; > 0 trains one on the replay's discounts
       (0 on arriving at a terminal step), which the planner uses to stop
       counting reward past a predicted end. Turning it on adds variables.
+    continuation_terminal_weight: weight of the arrivals that end an episode in
+      the continuation log-likelihood, relative to the ones that go on (1:
+      Dreamer's plain likelihood). Terminals are rare (~1-2% of driving
+      steps), so at 1 the head can score well by predicting "goes on"
+      everywhere; the balanced weight is about (1 - p) / p for a terminal
+      fraction p. Adds no variables; may change on resume.
     free_nats: per-step KL below this is not penalised (PlaNet: 3).
     kl_scale: weight of the KL term.
     kl_balance: None, or DreamerV2's balance alpha (e.g. 0.8).
@@ -97,7 +103,7 @@ class WorldModel(tf.Module):
 
   def __init__(self, observation_spec, action_spec, encoder_keys=None,
                decoder_keys=None, rssm=None, reward_scale=10.0, continuation_scale=0.0,
-               free_nats=3.0,
+               continuation_terminal_weight=1.0, free_nats=3.0,
                kl_scale=1.0, kl_balance=None, image_depth=32, image_precision='float32',
                name='world_model'):
     super().__init__(name=name)
@@ -122,6 +128,16 @@ class WorldModel(tf.Module):
       raise errors.ConfigError(
           f'WorldModel.continuation_scale={continuation_scale}: must be >= 0 (0: no head).')
     self.continuation_scale = float(continuation_scale)
+    if continuation_terminal_weight <= 0:
+      raise errors.ConfigError(
+          f'WorldModel.continuation_terminal_weight={continuation_terminal_weight}: must be > 0 '
+          '(1: terminals weigh as much as other steps).')
+    if continuation_terminal_weight != 1.0 and continuation_scale == 0:
+      raise errors.ConfigError(
+          f'WorldModel.continuation_terminal_weight={continuation_terminal_weight} has no effect '
+          'with WorldModel.continuation_scale = 0 (no continuation head): set a '
+          'continuation_scale > 0, or drop the terminal weight.')
+    self.continuation_terminal_weight = float(continuation_terminal_weight)
     self.free_nats = free_nats
     self.kl_scale = kl_scale
     self.kl_balance = kl_balance
@@ -226,6 +242,8 @@ class WorldModel(tf.Module):
       continuation_logit = self.continuation_decoder(feat)[:, 1:]
       continues = tf.cast(experience.discount[:, :-1] > 0, tf.float32)
       continuation_log_prob = tfd.Bernoulli(logits=continuation_logit).log_prob(continues)
+      # Up-weight the rare terminals; the mean stays over steps, so weight 1 is the plain ELBO.
+      continuation_log_prob *= 1.0 + (self.continuation_terminal_weight - 1.0) * (1.0 - continues)
       terms['continuation_log_prob'] = masked_mean(continuation_log_prob, reward_mask)
       total -= self.continuation_scale * terms['continuation_log_prob']
 
