@@ -157,21 +157,27 @@ def critic_values(agent, features, actions):
   return (tf.reduce_min(tf.stack(values), 0) / sac._reward_scale_factor).numpy()
 
 
-def critic_calibration(agent, episode, gamma):
-  """Q at t vs the discounted return after t, bootstrapped with V at the end."""
+def discounted_returns(rewards, gamma, bootstrap):
+  """The discounted return after each step, with `bootstrap` the value past the last one."""
   import numpy as np  # pylint: disable=g-import-not-at-top
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  q = critic_values(agent, tf.constant(episode['features']), tf.constant(episode['actions']))
-  rewards = episode['rewards']
-  steps = len(rewards)
-  # The time limit is not a terminal: the return goes on past it, worth about
-  # the critic's value of the last state.
-  returns = np.zeros(steps)
-  running = q[-1]
-  for t in reversed(range(steps)):
+  returns = np.zeros(len(rewards))
+  running = bootstrap
+  for t in reversed(range(len(rewards))):
     running = rewards[t] + gamma * running
     returns[t] = running
-  half = steps // 2
+  return returns
+
+
+def critic_calibration(agent, episode, gamma):
+  """Q at t vs the discounted return after t: bootstrapped with the critic's
+  last value at a time limit, with nothing after a terminal (discount 0)."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  q = critic_values(agent, tf.constant(episode['features']), tf.constant(episode['actions']))
+  # The time limit is not a terminal: the return goes on past it, worth about
+  # the critic's value of the last state. A crash ends it.
+  bootstrap = q[-1] if episode.get('final_discount', 1.0) > 0 else 0.0
+  returns = discounted_returns(episode['rewards'], gamma, bootstrap)
+  half = len(returns) // 2
   return q[:half], returns[:half]
 
 

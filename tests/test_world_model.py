@@ -450,34 +450,3 @@ def test_unknown_image_precision_is_named():
   with pytest.raises(ValueError, match="image precision 'float16'.*image_precision"):
     _tiny_model(image_precision='float16')
 
-
-def test_continuation_foresight_imagines_each_arrival_from_k_steps_before_it():
-  """bench.diagnose_run's check: the arrival at t is imagined from belief t - k
-  under actions a_{t-k}..a_{t-1}; only the last arrival of an episode that
-  ended with discount 0 counts as a terminal."""
-  import types  # pylint: disable=g-import-not-at-top
-  from bench import diagnose_run  # pylint: disable=g-import-not-at-top
-  tf.random.set_seed(1)
-  rng = np.random.default_rng(5)
-  model = _tiny_model(continuation_scale=1.0)
-  agent = types.SimpleNamespace(world_model=model)
-  steps, deter_size, stoch_size = 5, model.rssm.deter_size, model.rssm.stoch_size
-  episode = dict(deter=rng.normal(size=[steps, deter_size]).astype(np.float32),
-                 stoch=rng.normal(size=[steps, stoch_size]).astype(np.float32),
-                 actions=rng.uniform(-1, 1, [steps, 2]).astype(np.float32), final_discount=0.0)
-  p_end, ended = diagnose_run.continuation_foresight(agent, episode, 2)
-  assert p_end.shape == (4,) and ended.tolist() == [False, False, False, True]
-  # The last arrival (t = 5) by hand: two prior steps from b_3 under a_3, a_4.
-  state = {k: tf.constant(episode[k][3:4]) for k in ('deter', 'stoch')}
-  for t in (3, 4):
-    state = model.rssm.prior_step(state, tf.constant(episode['actions'][t:t + 1]), sample=False)
-  logit = model.continuation_decoder(rssm_lib.features(state)).numpy()[0]
-  assert p_end[-1] == pytest.approx(1.0 / (1.0 + np.exp(logit)), rel=1e-5)
-  assert len(set(np.round(p_end, 6))) == 4  # each arrival from its own belief
-  _, ended = diagnose_run.continuation_foresight(agent, dict(episode, final_discount=1.0), 1)
-  assert not ended.any()  # a time limit is not an end the head should see
-
-  assert diagnose_run.roc_auc([0.9, 0.1, 0.2], [True, False, False]) == 1.0
-  assert diagnose_run.roc_auc([0.1, 0.9, 0.2], [True, False, False]) == 0.0
-  assert diagnose_run.roc_auc([0.5, 0.5, 0.5], [True, False, False]) == 0.5
-  assert diagnose_run.roc_auc([0.3, 0.2], [False, False]) is None

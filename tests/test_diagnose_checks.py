@@ -1,0 +1,57 @@
+"""bench.diagnose_run's checks on a real (tiny) world model: which belief each
+check imagines from, and which returns the critic is compared with."""
+import os
+
+os.environ.setdefault('MUJOCO_GL', 'egl')  # Before dm_control is imported.
+
+import types
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from tf_agents.specs import tensor_spec
+
+from bench import diagnose_run
+from planet_tfa.networks import rssm as rssm_lib
+import tiny_model
+
+OBS_SPEC = {'pixels': tensor_spec.TensorSpec([64, 64, 3], tf.uint8, 'pixels'),
+            'ego': tensor_spec.TensorSpec([3], tf.float32, 'ego')}
+ACTION_SPEC = tensor_spec.BoundedTensorSpec([2], tf.float32, -1.0, 1.0, 'action')
+
+
+def test_continuation_foresight_imagines_each_arrival_from_k_steps_before_it():
+  """bench.diagnose_run's check: the arrival at t is imagined from belief t - k
+  under actions a_{t-k}..a_{t-1}; only the last arrival of an episode that
+  ended with discount 0 counts as a terminal."""
+  tf.random.set_seed(1)
+  rng = np.random.default_rng(5)
+  model = tiny_model.world_model(
+      OBS_SPEC, ACTION_SPEC, image_depth=8, continuation_scale=1.0)
+  agent = types.SimpleNamespace(world_model=model)
+  steps, deter_size, stoch_size = 5, model.rssm.deter_size, model.rssm.stoch_size
+  episode = dict(deter=rng.normal(size=[steps, deter_size]).astype(np.float32),
+                 stoch=rng.normal(size=[steps, stoch_size]).astype(np.float32),
+                 actions=rng.uniform(-1, 1, [steps, 2]).astype(np.float32), final_discount=0.0)
+  p_end, ended = diagnose_run.continuation_foresight(agent, episode, 2)
+  assert p_end.shape == (4,) and ended.tolist() == [False, False, False, True]
+  # The last arrival (t = 5) by hand: two prior steps from b_3 under a_3, a_4.
+  state = {k: tf.constant(episode[k][3:4]) for k in ('deter', 'stoch')}
+  for t in (3, 4):
+    state = model.rssm.prior_step(state, tf.constant(episode['actions'][t:t + 1]), sample=False)
+  logit = model.continuation_decoder(rssm_lib.features(state)).numpy()[0]
+  assert p_end[-1] == pytest.approx(1.0 / (1.0 + np.exp(logit)), rel=1e-5)
+  assert len(set(np.round(p_end, 6))) == 4  # each arrival from its own belief
+  _, ended = diagnose_run.continuation_foresight(agent, dict(episode, final_discount=1.0), 1)
+  assert not ended.any()  # a time limit is not an end the head should see
+
+  assert diagnose_run.roc_auc([0.9, 0.1, 0.2], [True, False, False]) == 1.0
+  assert diagnose_run.roc_auc([0.1, 0.9, 0.2], [True, False, False]) == 0.0
+  assert diagnose_run.roc_auc([0.5, 0.5, 0.5], [True, False, False]) == 0.5
+  assert diagnose_run.roc_auc([0.3, 0.2], [False, False]) is None
+
+
+def test_the_critic_check_bootstraps_a_time_limit_but_not_a_terminal():
+  rewards = np.array([1.0, 2.0, 3.0])
+  assert diagnose_run.discounted_returns(rewards, 0.5, 0.0).tolist() == [2.75, 3.5, 3.0]
+  assert diagnose_run.discounted_returns(rewards, 0.5, 8.0).tolist() == [3.75, 5.5, 7.0]
