@@ -269,8 +269,8 @@ def main():
                   'the episode vs the others (0.5: the head does not see the end coming)',
                   imagined_steps=k, terminal_arrivals=int(ended.sum()),
                   other_arrivals=int((~ended).sum()),
-                  p_end_at_terminals=round(float(p_end[ended].mean()), 4) if ended.any() else None,
-                  p_end_elsewhere=round(float(p_end[~ended].mean()), 4), **run)
+                  p_end_at_terminals=significant(p_end[ended].mean()) if ended.any() else None,
+                  p_end_elsewhere=significant(p_end[~ended].mean()), **run)
   common.hard_exit()
 
 
