@@ -27,7 +27,8 @@ filter belief. Then, on those episodes, one JSON line per check:
                         P(end) by the head on the prior imagined k steps open
                         loop from the belief at t - k under the real actions;
                         at the arrivals that ended an episode (discount 0) vs
-                        all others, and the ROC AUC between them, per k.
+                        all others, and the ROC AUC between them, per k
+                        (k = 0: the filter's belief after seeing frame t).
 """
 import argparse
 import os
@@ -44,8 +45,8 @@ def parse_args(argv=None):
   parser.add_argument('--horizon', type=int, default=12, help='imagined agent steps')
   parser.add_argument('--context', type=int, default=5, help='observed frames before imagining')
   parser.add_argument('--stride', type=int, default=8, help='agent steps between checked windows')
-  parser.add_argument('--foresight', default='1,3,6,12',
-                      help='imagined steps k of the continuation_foresight check')
+  parser.add_argument('--foresight', default='0,1,3,6,12',
+                      help='imagined steps k of the continuation_foresight check (0: filtered)')
   return parser.parse_args(argv)
 
 
@@ -61,12 +62,15 @@ def record_episode(agent, env):
   act = tfa_common.function(actor.action)
   step, state = env.reset(), actor.get_initial_state(1)
   frames, actions, rewards, deter, stoch = [], [], [], [], []
-  while not step.is_last():
-    frames.append(step.observation)
+  while True:  # pylint: disable=while-used
     batched = ts.TimeStep(tf.constant([step.step_type]), tf.constant([step.reward], tf.float32),
                           tf.constant([step.discount], tf.float32),
                           {k: tf.constant(v[None]) for k, v in step.observation.items()})
     out = act(batched, state)
+    if step.is_last():  # the belief after the last frame; its action is never taken
+      final_belief = {k: out.state[k].numpy()[0] for k in ('deter', 'stoch')}
+      break
+    frames.append(step.observation)
     state = out.state
     deter.append(state['deter'].numpy()[0])
     stoch.append(state['stoch'].numpy()[0])
@@ -77,7 +81,7 @@ def record_episode(agent, env):
   return dict(frames={k: np.stack([f[k] for f in frames]) for k in frames[0]},
               actions=np.array(actions, np.float32), rewards=np.array(rewards, np.float32),
               features=rssm_lib.features(belief).numpy(), final_discount=float(step.discount),
-              **belief)
+              final_deter=final_belief['deter'], final_stoch=final_belief['stoch'], **belief)
 
 
 def roc_auc(scores, positive):
@@ -92,21 +96,30 @@ def roc_auc(scores, positive):
 
 
 def continuation_foresight(agent, episode, k):
-  """P(end) by the continuation head at each arrival t = k..T, imagined k steps
-  from the belief at t - k under the real actions; and whether it ended the episode."""
+  """P(end) by the continuation head at each arrival t = max(k, 1)..T, imagined k
+  steps from the belief at t - k under the real actions (k = 0: the filter's
+  belief after seeing frame t, as the head is trained); and whether it ended
+  the episode."""
   import numpy as np  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from planet_tfa.networks import rssm as rssm_lib  # pylint: disable=g-import-not-at-top
   model = agent.world_model
   steps = len(episode['actions'])       # beliefs b_0..b_{T-1}; the last arrival is at T
-  starts = np.arange(0, steps - k + 1)  # arrival t = start + k
-  if not len(starts):
-    return np.zeros([0]), np.zeros([0], bool)
-  start = {key: tf.constant(episode[key][starts]) for key in ('deter', 'stoch')}
-  actions = tf.constant(np.stack([episode['actions'][s:s + k] for s in starts]))
-  prior = model.rssm.imagine(actions, start, sample=False)
-  logit = model.continuation_decoder(rssm_lib.features(prior))[:, -1]
-  ended = (starts + k == steps) & (episode['final_discount'] == 0.0)
+  if k == 0:
+    belief = {key: tf.constant(np.concatenate([episode[key][1:], episode[f'final_{key}'][None]]))
+              for key in ('deter', 'stoch')}
+    arrivals = np.arange(1, steps + 1)
+  else:
+    starts = np.arange(0, steps - k + 1)
+    if not len(starts):
+      return np.zeros([0]), np.zeros([0], bool)
+    start = {key: tf.constant(episode[key][starts]) for key in ('deter', 'stoch')}
+    actions = tf.constant(np.stack([episode['actions'][s:s + k] for s in starts]))
+    prior = model.rssm.imagine(actions, start, sample=False)
+    belief = {key: prior[key][:, -1] for key in ('deter', 'stoch')}
+    arrivals = starts + k
+  logit = model.continuation_decoder(rssm_lib.features(belief))
+  ended = (arrivals == steps) & (episode['final_discount'] == 0.0)
   return tf.sigmoid(-logit).numpy(), ended
 
 
@@ -265,7 +278,7 @@ def main():
                                                for e in episodes)))
       auc = roc_auc(p_end, ended)
       common.emit('continuation_foresight', None if auc is None else round(auc, 3), 'auc',
-                  what=f'ROC AUC of P(end) imagined {k} steps ahead: arrivals that ended '
+                  what=f'ROC AUC of P(end) imagined {k} steps ahead (0: filtered): arrivals that ended '
                   'the episode vs the others (0.5: the head does not see the end coming)',
                   imagined_steps=k, terminal_arrivals=int(ended.sum()),
                   other_arrivals=int((~ended).sum()),

@@ -32,7 +32,9 @@ def test_continuation_foresight_imagines_each_arrival_from_k_steps_before_it():
   steps, deter_size, stoch_size = 5, model.rssm.deter_size, model.rssm.stoch_size
   episode = dict(deter=rng.normal(size=[steps, deter_size]).astype(np.float32),
                  stoch=rng.normal(size=[steps, stoch_size]).astype(np.float32),
-                 actions=rng.uniform(-1, 1, [steps, 2]).astype(np.float32), final_discount=0.0)
+                 actions=rng.uniform(-1, 1, [steps, 2]).astype(np.float32), final_discount=0.0,
+                 final_deter=rng.normal(size=[deter_size]).astype(np.float32),
+                 final_stoch=rng.normal(size=[stoch_size]).astype(np.float32))
   p_end, ended = diagnose_run.continuation_foresight(agent, episode, 2)
   assert p_end.shape == (4,) and ended.tolist() == [False, False, False, True]
   # The last arrival (t = 5) by hand: two prior steps from b_3 under a_3, a_4.
@@ -42,6 +44,15 @@ def test_continuation_foresight_imagines_each_arrival_from_k_steps_before_it():
   logit = model.continuation_decoder(rssm_lib.features(state)).numpy()[0]
   assert p_end[-1] == pytest.approx(1.0 / (1.0 + np.exp(logit)), rel=1e-5)
   assert len(set(np.round(p_end, 6))) == 4  # each arrival from its own belief
+  # k = 0: the filtered beliefs b_1..b_4, then the one after the last frame.
+  p_end, ended = diagnose_run.continuation_foresight(agent, episode, 0)
+  assert ended.tolist() == [False, False, False, False, True]
+  final = {'deter': episode['final_deter'][None], 'stoch': episode['final_stoch'][None]}
+  logit = model.continuation_decoder(rssm_lib.features(final)).numpy()[0]
+  assert p_end[-1] == pytest.approx(1.0 / (1.0 + np.exp(logit)), rel=1e-5)
+  first = {'deter': episode['deter'][1:2], 'stoch': episode['stoch'][1:2]}
+  logit = model.continuation_decoder(rssm_lib.features(first)).numpy()[0]
+  assert p_end[0] == pytest.approx(1.0 / (1.0 + np.exp(logit)), rel=1e-5)
   _, ended = diagnose_run.continuation_foresight(agent, dict(episode, final_discount=1.0), 1)
   assert not ended.any()  # a time limit is not an end the head should see
 
