@@ -254,6 +254,28 @@ def test_the_continuation_head_is_fit_to_the_arrival_that_ends_the_episode():
   with pytest.raises(errors.ConfigError, match='no effect with WorldModel.continuation_scale = 0'):
     _tiny_model(continuation_terminal_weight=30.0)
 
+  # Fit on the one-step prior (what imagination gives the head), or on both beliefs.
+  def bernoulli_log_prob(model, belief):
+    logit = model.continuation_decoder(rssm_lib.features(belief)).numpy()[:, 1:]
+    return np.where(goes_on > 0, -np.logaddexp(0, -logit), -np.logaddexp(0, logit))
+  for features in ('prior', 'both'):
+    model = _tiny_model(continuation_scale=1.0, continuation_features=features, free_nats=0.0)
+    tf.random.set_seed(7)  # the same draws in observe() here and inside loss()
+    post, prior = model.observe(experience.observation, experience.action,
+                                experience.step_type)
+    tf.random.set_seed(7)
+    _, terms, loss_post = model.loss(experience)
+    np.testing.assert_allclose(loss_post['stoch'].numpy(), post['stoch'].numpy(), rtol=1e-6)
+    log_prob = bernoulli_log_prob(model, prior)
+    if features == 'both':
+      log_prob = 0.5 * (log_prob + bernoulli_log_prob(model, post))
+    expected = (log_prob * mask[:, 1:]).sum() / mask[:, 1:].sum()
+    assert terms['continuation_log_prob'].numpy() == pytest.approx(expected, rel=1e-4), features
+  with pytest.raises(errors.ConfigError, match="continuation_features='filtered'"):
+    _tiny_model(continuation_scale=1.0, continuation_features='filtered')
+  with pytest.raises(errors.ConfigError, match='no effect with WorldModel.continuation_scale = 0'):
+    _tiny_model(continuation_features='prior')
+
 
 # --- learnability on real frames --------------------------------------------
 

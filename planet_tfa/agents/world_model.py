@@ -65,6 +65,10 @@ def previous_actions(action, step_type):
   return shifted * not_first[..., None]
 
 
+# Which belief the continuation head is fit on (WorldModel.continuation_features).
+CONTINUATION_FEATURES = ('posterior', 'prior', 'both')
+
+
 @gin.configurable
 class WorldModel(tf.Module):
   """Encoders, RSSM, per-key decoders and a reward head, with PlaNet's ELBO.
@@ -90,6 +94,13 @@ class WorldModel(tf.Module):
       steps), so at 1 the head can score well by predicting "goes on"
       everywhere; the balanced weight is about (1 - p) / p for a terminal
       fraction p. Adds no variables; may change on resume.
+    continuation_features: which belief the continuation head is fit on:
+      'posterior' (Dreamer's: the filter's belief after seeing the frame),
+      'prior' (the one-step prior, from the previous belief and action only:
+      what the planner's imagination gives the head), or 'both' (the mean of
+      the two log-likelihoods). A head fit on posteriors can learn an end
+      from the frame that shows it and still never predict it in
+      imagination; 'prior' also trains the dynamics to carry it.
     free_nats: per-step KL below this is not penalised (PlaNet: 3).
     kl_scale: weight of the KL term.
     kl_balance: None, or DreamerV2's balance alpha (e.g. 0.8).
@@ -103,7 +114,8 @@ class WorldModel(tf.Module):
 
   def __init__(self, observation_spec, action_spec, encoder_keys=None,
                decoder_keys=None, rssm=None, reward_scale=10.0, continuation_scale=0.0,
-               continuation_terminal_weight=1.0, free_nats=3.0,
+               continuation_terminal_weight=1.0, continuation_features='posterior',
+               free_nats=3.0,
                kl_scale=1.0, kl_balance=None, image_depth=32, image_precision='float32',
                name='world_model'):
     super().__init__(name=name)
@@ -138,6 +150,16 @@ class WorldModel(tf.Module):
           'with WorldModel.continuation_scale = 0 (no continuation head): set a '
           'continuation_scale > 0, or drop the terminal weight.')
     self.continuation_terminal_weight = float(continuation_terminal_weight)
+    if continuation_features not in CONTINUATION_FEATURES:
+      raise errors.ConfigError(
+          f'WorldModel.continuation_features={continuation_features!r}: use one of '
+          f'{", ".join(repr(v) for v in CONTINUATION_FEATURES)}.')
+    if continuation_features != 'posterior' and continuation_scale == 0:
+      raise errors.ConfigError(
+          f'WorldModel.continuation_features={continuation_features!r} has no effect with '
+          'WorldModel.continuation_scale = 0 (no continuation head): set a '
+          'continuation_scale > 0, or drop the setting.')
+    self.continuation_features = continuation_features
     self.free_nats = free_nats
     self.kl_scale = kl_scale
     self.kl_balance = kl_balance
@@ -239,12 +261,15 @@ class WorldModel(tf.Module):
 
     if self.continuation_decoder is not None:
       # Arriving at step t ends the episode when trajectory.discount[t-1] is 0.
-      continuation_logit = self.continuation_decoder(feat)[:, 1:]
       continues = tf.cast(experience.discount[:, :-1] > 0, tf.float32)
-      continuation_log_prob = tfd.Bernoulli(logits=continuation_logit).log_prob(continues)
       # Up-weight the rare terminals; the mean stays over steps, so weight 1 is the plain ELBO.
-      continuation_log_prob *= 1.0 + (self.continuation_terminal_weight - 1.0) * (1.0 - continues)
-      terms['continuation_log_prob'] = masked_mean(continuation_log_prob, reward_mask)
+      weight = 1.0 + (self.continuation_terminal_weight - 1.0) * (1.0 - continues)
+      beliefs = {'posterior': [feat], 'prior': [rssm_lib.features(prior)],
+                 'both': [feat, rssm_lib.features(prior)]}[self.continuation_features]
+      continuation_log_prob = tf.add_n([
+          tfd.Bernoulli(logits=self.continuation_decoder(belief)[:, 1:]).log_prob(continues)
+          for belief in beliefs]) / len(beliefs)
+      terms['continuation_log_prob'] = masked_mean(weight * continuation_log_prob, reward_mask)
       total -= self.continuation_scale * terms['continuation_log_prob']
 
     kl_per_step, kl = kl_loss(post, prior, self.free_nats, self.kl_balance)
