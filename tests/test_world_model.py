@@ -227,9 +227,12 @@ def test_the_continuation_head_is_fit_to_the_arrival_that_ends_the_episode():
                            rng.uniform(-1, 1, [2, 4, 2]), step_type,
                            rng.normal(size=[2, 4])).replace(discount=tf.constant(discount))
   total, terms, post = model.loss(experience)
-  logit = model.continuation_decoder(rssm_lib.features(post)).numpy()[:, 1:]
   goes_on = np.array([[1, 0, 1], [1, 1, 1]], np.float32)  # arrivals at t = 1, 2, 3
-  log_prob = np.where(goes_on > 0, -np.logaddexp(0, -logit), -np.logaddexp(0, logit))
+
+  def bernoulli_log_prob(model, belief):
+    logit = model.continuation_decoder(rssm_lib.features(belief)).numpy()[:, 1:]
+    return np.where(goes_on > 0, -np.logaddexp(0, -logit), -np.logaddexp(0, logit))
+  log_prob = bernoulli_log_prob(model, post)
   expected = (log_prob * mask[:, 1:]).sum() / mask[:, 1:].sum()
   assert terms['continuation_log_prob'].numpy() == pytest.approx(expected, rel=1e-4)
   without = total.numpy() + 2.0 * terms['continuation_log_prob'].numpy()
@@ -244,8 +247,7 @@ def test_the_continuation_head_is_fit_to_the_arrival_that_ends_the_episode():
   weighted = _tiny_model(continuation_scale=2.0, continuation_terminal_weight=30.0,
                          free_nats=0.0)
   _, weighted_terms, weighted_post = weighted.loss(experience)
-  logit = weighted.continuation_decoder(rssm_lib.features(weighted_post)).numpy()[:, 1:]
-  log_prob = np.where(goes_on > 0, -np.logaddexp(0, -logit), -np.logaddexp(0, logit))
+  log_prob = bernoulli_log_prob(weighted, weighted_post)
   weights = np.where(goes_on > 0, 1.0, 30.0)
   expected = (weights * log_prob * mask[:, 1:]).sum() / mask[:, 1:].sum()
   assert weighted_terms['continuation_log_prob'].numpy() == pytest.approx(expected, rel=1e-4)
@@ -255,9 +257,6 @@ def test_the_continuation_head_is_fit_to_the_arrival_that_ends_the_episode():
     _tiny_model(continuation_terminal_weight=30.0)
 
   # Fit on the one-step prior (what imagination gives the head), or on both beliefs.
-  def bernoulli_log_prob(model, belief):
-    logit = model.continuation_decoder(rssm_lib.features(belief)).numpy()[:, 1:]
-    return np.where(goes_on > 0, -np.logaddexp(0, -logit), -np.logaddexp(0, logit))
   for features in ('prior', 'both'):
     model = _tiny_model(continuation_scale=1.0, continuation_features=features, free_nats=0.0)
     tf.random.set_seed(7)  # the same draws in observe() here and inside loss()
@@ -471,4 +470,3 @@ def test_bfloat16_images_share_checkpoints_and_approximate_the_fp32_loss(tmp_pat
 def test_unknown_image_precision_is_named():
   with pytest.raises(ValueError, match="image precision 'float16'.*image_precision"):
     _tiny_model(image_precision='float16')
-

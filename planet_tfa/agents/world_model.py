@@ -144,21 +144,19 @@ class WorldModel(tf.Module):
       raise errors.ConfigError(
           f'WorldModel.continuation_terminal_weight={continuation_terminal_weight}: must be > 0 '
           '(1: terminals weigh as much as other steps).')
-    if continuation_terminal_weight != 1.0 and continuation_scale == 0:
-      raise errors.ConfigError(
-          f'WorldModel.continuation_terminal_weight={continuation_terminal_weight} has no effect '
-          'with WorldModel.continuation_scale = 0 (no continuation head): set a '
-          'continuation_scale > 0, or drop the terminal weight.')
     self.continuation_terminal_weight = float(continuation_terminal_weight)
     if continuation_features not in CONTINUATION_FEATURES:
       raise errors.ConfigError(
           f'WorldModel.continuation_features={continuation_features!r}: use one of '
           f'{", ".join(repr(v) for v in CONTINUATION_FEATURES)}.')
-    if continuation_features != 'posterior' and continuation_scale == 0:
-      raise errors.ConfigError(
-          f'WorldModel.continuation_features={continuation_features!r} has no effect with '
-          'WorldModel.continuation_scale = 0 (no continuation head): set a '
-          'continuation_scale > 0, or drop the setting.')
+    # The head's settings, set away from their defaults without a head, would be silently unused.
+    head_settings = (('continuation_terminal_weight', continuation_terminal_weight, 1.0),
+                     ('continuation_features', continuation_features, 'posterior'))
+    for name, value, default in head_settings:
+      if value != default and continuation_scale == 0:
+        raise errors.ConfigError(
+            f'WorldModel.{name}={value!r} has no effect with WorldModel.continuation_scale = 0 '
+            '(no continuation head): set a continuation_scale > 0, or drop the setting.')
     self.continuation_features = continuation_features
     self.free_nats = free_nats
     self.kl_scale = kl_scale
@@ -264,8 +262,11 @@ class WorldModel(tf.Module):
       continues = tf.cast(experience.discount[:, :-1] > 0, tf.float32)
       # Up-weight the rare terminals; the mean stays over steps, so weight 1 is the plain ELBO.
       weight = 1.0 + (self.continuation_terminal_weight - 1.0) * (1.0 - continues)
-      beliefs = {'posterior': [feat], 'prior': [rssm_lib.features(prior)],
-                 'both': [feat, rssm_lib.features(prior)]}[self.continuation_features]
+      beliefs = []
+      if self.continuation_features in ('posterior', 'both'):
+        beliefs.append(feat)
+      if self.continuation_features in ('prior', 'both'):
+        beliefs.append(rssm_lib.features(prior))
       continuation_log_prob = tf.add_n([
           tfd.Bernoulli(logits=self.continuation_decoder(belief)[:, 1:]).log_prob(continues)
           for belief in beliefs]) / len(beliefs)
