@@ -8,15 +8,18 @@ Every task x seed is one train_eval run in RUNS_DIR/TASK/seed_N, trained to
 the papers' unit; `train_eval.env_step_budget`), with the task's gin file and
 then `--gin_file`s (default: the 2-core CPU sizing, gin/dmc_cpu.gin). Its
 final score is the mean return of `--eval_episodes` (10) greedy episodes of
-the final checkpoint (`bench.eval_filter`), written to the run's
-final_score.json. Writes OUT.md (published figures, ours as mean +- std over
-seeds, a random policy, wall time and train steps per run), OUT.csv (one row
-per run) and OUT.png (eval curves over environment steps, one panel per task).
+the final checkpoint (`bench.eval_filter`), and beside it the stochastic
+policy's over the same episodes' seeds (what SLAC's curves report), written to
+the run's final_score.json. Writes OUT.md (published figures, ours greedy and
+stochastic as mean +- std over seeds, a random policy, wall time and train
+steps per run), OUT.csv (one row per run) and OUT.png (eval curves over
+environment steps, one panel per task).
 
 Resumable: re-running the same command skips runs with a final score for this
-budget, resumes unfinished ones from their checkpoints (train_eval's own
-resume) and only evaluates those whose training is done. `--report_only`
-rewrites the table from what is finished (and the random policy's scores).
+budget (adding the stochastic score to one written before it was recorded),
+resumes unfinished ones from their checkpoints (train_eval's own resume) and
+only evaluates those whose training is done. `--report_only` rewrites the
+table from what is finished (and the random policy's scores).
 """
 import csv
 import json
@@ -139,21 +142,37 @@ def train(task, seed, root, env_steps, gin_files, gin_params):
 
 
 def final_score(task, seed, root, env_steps, episodes):
-  """Greedy returns of the final checkpoint -> ROOT/final_score.json."""
+  """Greedy and stochastic returns of the final checkpoint -> ROOT/final_score.json."""
   from bench import eval_filter  # pylint: disable=g-import-not-at-top
-  evaluation = eval_filter.evaluate_root(root, episodes)
+  evaluation = eval_filter.evaluate_root(root, episodes, stochastic=True)
   scores = evaluation['filters'][evaluation['configured_filter']]
+  stochastic = evaluation['stochastic']
   summary = _read_json(os.path.join(root, 'run_summary.json'))
   state = _read_json(os.path.join(root, BENCH_STATE)) or {}
   score = {
       'task': task, 'seed': seed, 'env_step_budget': env_steps,
       'score_mean': scores['mean'], 'score_std': scores['std'], 'returns': scores['returns'],
       'episodes': episodes, 'greedy_filter': evaluation['configured_filter'],
+      'stochastic_mean': stochastic['mean'], 'stochastic_std': stochastic['std'],
+      'stochastic_returns': stochastic['returns'],
       'physics_steps': summary['physics_steps'], 'agent_steps': summary['env_steps'],
       'action_repeat': summary['action_repeat'], 'train_steps': summary['train_steps'],
       'wall_time_s': state.get('wall_time_s', summary['wall_time_s']),
   }
   _write_json(os.path.join(root, FINAL_SCORE), score)
+  return score
+
+
+def add_stochastic_score(root):
+  """The stochastic policy's returns added to a final score written before
+  they were recorded (same checkpoint, same env seed); the greedy ones stay."""
+  from bench import eval_filter  # pylint: disable=g-import-not-at-top
+  path = os.path.join(root, FINAL_SCORE)
+  score = _read_json(path)
+  stochastic = eval_filter.evaluate_root(root, score['episodes'], stochastic=True)['stochastic']
+  score.update(stochastic_mean=stochastic['mean'], stochastic_std=stochastic['std'],
+               stochastic_returns=stochastic['returns'])
+  _write_json(path, score)
   return score
 
 
@@ -181,16 +200,25 @@ def _pm(pair):
   return '–' if pair is None else f'{pair[0]:.0f} ± {pair[1]:.0f}'
 
 
+def _over_seeds(values):
+  """Mean ± std over seeds; one seed has no spread to show."""
+  if not values:
+    return 'not run'
+  return f'{values[0]:.0f}' if len(values) == 1 else _pm(_mean_std(values))
+
+
 def write_report(out, tasks, seeds, env_steps, scores, randoms, runs_dir, command,
                  eval_episodes):
   """OUT.md, OUT.csv and OUT.png from the finished runs' scores."""
   os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
   with open(out + '.csv', 'w', newline='') as f:
     writer = csv.writer(f)
-    writer.writerow(['task', 'seed', 'env_step_budget', 'score_mean', 'score_std', 'episodes',
-                     'physics_steps', 'train_steps', 'wall_time_s', 'random_mean'])
+    writer.writerow(['task', 'seed', 'env_step_budget', 'score_mean', 'score_std',
+                     'stochastic_mean', 'stochastic_std', 'episodes', 'physics_steps',
+                     'train_steps', 'wall_time_s', 'random_mean'])
     for (task, seed), s in sorted(scores.items()):
-      writer.writerow([task, seed, env_steps, s['score_mean'], s['score_std'], s['episodes'],
+      writer.writerow([task, seed, env_steps, s['score_mean'], s['score_std'],
+                       s.get('stochastic_mean'), s.get('stochastic_std'), s['episodes'],
                        s['physics_steps'], s['train_steps'], s['wall_time_s'],
                        randoms.get(task, {}).get('mean')])
 
@@ -204,7 +232,9 @@ def write_report(out, tasks, seeds, env_steps, scores, randoms, runs_dir, comman
       '```sh', command, '```', '',
       'Environment steps are physics steps (agent steps x action repeat), as in the papers. '
       'Our score: the mean return of the final checkpoint\'s greedy policy over '
-      f'{eval_episodes} episodes per run, then mean ± std over seeds; the random policy: '
+      f'{eval_episodes} episodes per run, then mean ± std over seeds (no spread with one '
+      'seed); beside it the stochastic policy\'s, the same way (SLAC\'s published curves are '
+      'of the stochastic policy); the random policy: '
       'uniform actions, mean of its episodes. Published figures: CURL paper (Laskin et al. '
       '2020), Table 1, 100k environment steps. Configuration, cost and what the numbers '
       'say: [learning.md](learning.md#deepmind-control-at-100k-environment-steps-issue-14).',
@@ -213,23 +243,29 @@ def write_report(out, tasks, seeds, env_steps, scores, randoms, runs_dir, comman
     lines += [f'**Not the full table yet**: budget {env_steps:,} environment steps'
               f'{" (the papers use 100,000)" if env_steps != 100_000 else ""}; runs without a '
               f'final score: {", ".join(f"{t} seed {s}" for t, s in missing) or "none"}.', '']
-  lines += ['| task | ' + ' | '.join(METHODS) + ' | ours | seeds | random policy |',
-            '|---|' + '---:|' * (len(METHODS) + 3)]
+  lines += ['| task | ' + ' | '.join(METHODS) + ' | ours | ours, stochastic | seeds | '
+            'random policy |', '|---|' + '---:|' * (len(METHODS) + 4)]
   for task in tasks:
-    ours = [scores[(task, s)]['score_mean'] for s in seeds if (task, s) in scores]
+    finished = [scores[(task, s)] for s in seeds if (task, s) in scores]
+    greedy = [s['score_mean'] for s in finished]
+    stochastic = [s['stochastic_mean'] for s in finished if 'stochastic_mean' in s]
     published = PUBLISHED.get(task, {})
     random_mean = randoms.get(task)
     lines.append(f'| {task} | ' + ' | '.join(_pm(published.get(m)) for m in METHODS)
-                 + f' | {_pm(_mean_std(ours)) if ours else "not run"} | {len(ours)} | '
+                 + f' | {_over_seeds(greedy)} | '
+                 + (_over_seeds(stochastic) if len(stochastic) == len(greedy) else '–')
+                 + f' | {len(greedy)} | '
                  + (f'{random_mean["mean"]:.0f}' if random_mean else '–') + ' |')
   lines += ['', '## Runs', '',
-            '| task | seed | score (mean ± std over episodes) | env steps | train steps | '
-            'wall time |', '|---|---:|---:|---:|---:|---:|']
+            '| task | seed | greedy score (mean ± std over episodes) | stochastic score | '
+            'env steps | train steps | wall time |', '|---|---:|---:|---:|---:|---:|---:|']
   if not scores:
-    lines.append('| (none finished yet) | | | | | |')
+    lines.append('| (none finished yet) | | | | | | |')
   for (task, seed), s in sorted(scores.items()):
+    stochastic = (f'{s["stochastic_mean"]:.1f} ± {s["stochastic_std"]:.1f}'
+                  if 'stochastic_mean' in s else '–')
     lines.append(f'| {task} | {seed} | {s["score_mean"]:.1f} ± {s["score_std"]:.1f} | '
-                 f'{s["physics_steps"]:,} | {s["train_steps"]:,} | '
+                 f'{stochastic} | {s["physics_steps"]:,} | {s["train_steps"]:,} | '
                  f'{s["wall_time_s"] / 60:.0f} min |')
   lines += ['', f'Run roots: `{runs_dir}/TASK/seed_N` (`final_score.json`, `run_summary.json`, '
             '`eval_returns.csv`, TensorBoard events).', '',
@@ -283,6 +319,9 @@ def main(argv):
       root = run_root(FLAGS.runs_dir, task, seed)
       if is_finished(root, FLAGS.env_steps):
         print(f'{task} seed {seed}: finished, skipped ({root})', flush=True)
+        if not FLAGS.report_only and 'stochastic_mean' not in _read_json(
+            os.path.join(root, FINAL_SCORE)):
+          add_stochastic_score(root)
       elif FLAGS.report_only:
         continue
       else:

@@ -49,11 +49,13 @@ def random_policy_return(gin_paths, gin_params, episodes):
   return float(np.mean(returns)), float(np.std(returns))
 
 
-def evaluate_root(root_dir, episodes=10, filters=None, seed=None):
+def evaluate_root(root_dir, episodes=10, filters=None, seed=None, stochastic=False):
   """Greedy returns of a run's newest checkpoint, per filter.
 
   filters: e.g. ('mean', 'sample'); None: the filter the run is configured with.
   seed: the evaluation env's seed; None: the run's own eval seed (seed + 1).
+  stochastic: also the stochastic (collect) policy's returns on the same env
+    seed, under 'stochastic': what SLAC's published curves report.
   """
   import gin  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
@@ -64,9 +66,8 @@ def evaluate_root(root_dir, episodes=10, filters=None, seed=None):
 
   root_dir = os.path.abspath(root_dir)
   agent, _ = export.load_agent_from_root(root_dir)
-  filters = list(filters or [agent.greedy_filter])
-  results = {}
-  for greedy_filter in filters:
+
+  def returns_of(policy):
     # The env loader reads its gin bindings when called: parse the run's config.
     gin_files.parse_run_config(os.path.join(root_dir, layout.OPERATIVE_CONFIG))
     try:
@@ -76,17 +77,21 @@ def evaluate_root(root_dir, episodes=10, filters=None, seed=None):
     finally:
       gin.clear_config()
     try:
-      tf.random.set_seed(env_seed)  # the posterior samples, when sampling
-      returns = _episode_returns(tf_env, agent.greedy_policy(greedy_filter), episodes)
+      tf.random.set_seed(env_seed)  # the posterior and action samples, when sampling
+      returns = _episode_returns(tf_env, policy, episodes)
     finally:
       experiment_lib.close_env(tf_env)
-    results[greedy_filter] = {'mean': round(float(np.mean(returns)), 2),
-                              'std': round(float(np.std(returns)), 2),
-                              'returns': [round(r, 2) for r in returns]}
-  return {'name': 'eval_filter', 'root_dir': root_dir,
-          'train_step': int(agent.train_step_counter.numpy()),
-          'configured_filter': agent.greedy_filter, 'episodes': episodes,
-          'filters': results}
+    return {'mean': round(float(np.mean(returns)), 2), 'std': round(float(np.std(returns)), 2),
+            'returns': [round(r, 2) for r in returns]}
+
+  filters = list(filters or [agent.greedy_filter])
+  result = {'name': 'eval_filter', 'root_dir': root_dir,
+            'train_step': int(agent.train_step_counter.numpy()),
+            'configured_filter': agent.greedy_filter, 'episodes': episodes,
+            'filters': {f: returns_of(agent.greedy_policy(f)) for f in filters}}
+  if stochastic:
+    result['stochastic'] = returns_of(agent.collect_policy)
+  return result
 
 
 def main(argv):
