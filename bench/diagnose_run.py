@@ -29,6 +29,11 @@ filter belief. Then, on those episodes, one JSON line per check:
                         at the arrivals that ended an episode (discount 0) vs
                         all others, and the ROC AUC between them, per k
                         (k = 0: the filter's belief after seeing frame t).
+  reward_foresight      the same arrivals through the reward head: the reward
+                        it predicts at the arrivals that ended an episode (a
+                        crash's penalty) and elsewhere, beside the real ones,
+                        per k. A planner without a continuation head sees a
+                        crash only through this.
 """
 import argparse
 import os
@@ -95,11 +100,11 @@ def roc_auc(scores, positive):
   return float(above / (len(pos) * len(neg)))
 
 
-def continuation_foresight(agent, episode, k):
-  """P(end) by the continuation head at each arrival t = max(k, 1)..T, imagined k
-  steps from the belief at t - k under the real actions (k = 0: the filter's
-  belief after seeing frame t, as the head is trained); and whether it ended
-  the episode."""
+def foresight_features(agent, episode, k):
+  """Features at each arrival t = max(k, 1)..T, imagined k steps from the belief
+  at t - k under the real actions (k = 0: the filter's belief after seeing
+  frame t, as the heads are trained); the arrivals t; whether each ended the
+  episode. None when the episode is shorter than k."""
   import numpy as np  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from planet_tfa.networks import rssm as rssm_lib  # pylint: disable=g-import-not-at-top
@@ -112,15 +117,38 @@ def continuation_foresight(agent, episode, k):
   else:
     starts = np.arange(0, steps - k + 1)
     if not len(starts):
-      return np.zeros([0]), np.zeros([0], bool)
+      return None
     start = {key: tf.constant(episode[key][starts]) for key in ('deter', 'stoch')}
     actions = tf.constant(np.stack([episode['actions'][s:s + k] for s in starts]))
     prior = model.rssm.imagine(actions, start, sample=False)
     belief = {key: prior[key][:, -1] for key in ('deter', 'stoch')}
     arrivals = starts + k
-  logit = model.continuation_decoder(rssm_lib.features(belief))
   ended = (arrivals == steps) & (episode['final_discount'] == 0.0)
-  return tf.sigmoid(-logit).numpy(), ended
+  return rssm_lib.features(belief), arrivals, ended
+
+
+def continuation_foresight(agent, episode, k):
+  """P(end) by the continuation head at each arrival (`foresight_features`), and
+  whether it ended the episode."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  foresight = foresight_features(agent, episode, k)
+  if foresight is None:
+    return np.zeros([0]), np.zeros([0], bool)
+  features, _, ended = foresight
+  return tf.sigmoid(-agent.world_model.continuation_decoder(features)).numpy(), ended
+
+
+def reward_foresight(agent, episode, k):
+  """The reward head's prediction at each arrival (`foresight_features`), the
+  real reward of that arrival, and whether it ended the episode."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  foresight = foresight_features(agent, episode, k)
+  if foresight is None:
+    return np.zeros([0]), np.zeros([0]), np.zeros([0], bool)
+  features, arrivals, ended = foresight
+  real = episode['rewards'][arrivals - 1]  # r_t comes with the arrival at t
+  return agent.world_model.reward_decoder(features).numpy(), real, ended
 
 
 def open_loop_images(agent, episode, context, horizon, stride):
@@ -284,6 +312,17 @@ def main():
                   other_arrivals=int((~ended).sum()),
                   p_end_at_terminals=significant(p_end[ended].mean()) if ended.any() else None,
                   p_end_elsewhere=significant(p_end[~ended].mean()), **run)
+  for k in (int(v) for v in args.foresight.split(',')):
+    predicted, real, ended = map(np.concatenate, zip(*(reward_foresight(agent, e, k)
+                                                      for e in episodes)))
+    at_ends = lambda v: significant(v[ended].mean()) if ended.any() else None  # pylint: disable=unnecessary-lambda-assignment,cell-var-from-loop
+    common.emit('reward_foresight', at_ends(predicted), 'reward',
+                what=f'reward predicted {k} steps ahead (0: filtered) at the arrivals that ended '
+                'the episode (None: no episode ended); real_at_terminals: what they paid',
+                imagined_steps=k, terminal_arrivals=int(ended.sum()),
+                real_at_terminals=at_ends(real),
+                predicted_elsewhere=significant(predicted[~ended].mean()),
+                real_elsewhere=significant(real[~ended].mean()), **run)
   common.hard_exit()
 
 

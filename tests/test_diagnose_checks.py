@@ -20,21 +20,29 @@ OBS_SPEC = {'pixels': tensor_spec.TensorSpec([64, 64, 3], tf.uint8, 'pixels'),
 ACTION_SPEC = tensor_spec.BoundedTensorSpec([2], tf.float32, -1.0, 1.0, 'action')
 
 
-def test_continuation_foresight_imagines_each_arrival_from_k_steps_before_it():
-  """bench.diagnose_run's check: the arrival at t is imagined from belief t - k
-  under actions a_{t-k}..a_{t-1}; only the last arrival of an episode that
-  ended with discount 0 counts as a terminal."""
+def _agent_and_episode(steps=5):
+  """A tiny world model with a continuation head, and a recorded episode of
+  random beliefs that ended with discount 0 (as diagnose_run records one)."""
   tf.random.set_seed(1)
   rng = np.random.default_rng(5)
   model = tiny_model.world_model(
       OBS_SPEC, ACTION_SPEC, image_depth=8, continuation_scale=1.0)
-  agent = types.SimpleNamespace(world_model=model)
-  steps, deter_size, stoch_size = 5, model.rssm.deter_size, model.rssm.stoch_size
+  deter_size, stoch_size = model.rssm.deter_size, model.rssm.stoch_size
   episode = dict(deter=rng.normal(size=[steps, deter_size]).astype(np.float32),
                  stoch=rng.normal(size=[steps, stoch_size]).astype(np.float32),
-                 actions=rng.uniform(-1, 1, [steps, 2]).astype(np.float32), final_discount=0.0,
+                 actions=rng.uniform(-1, 1, [steps, 2]).astype(np.float32),
+                 rewards=rng.normal(size=[steps]).astype(np.float32), final_discount=0.0,
                  final_deter=rng.normal(size=[deter_size]).astype(np.float32),
                  final_stoch=rng.normal(size=[stoch_size]).astype(np.float32))
+  return types.SimpleNamespace(world_model=model), episode
+
+
+def test_continuation_foresight_imagines_each_arrival_from_k_steps_before_it():
+  """bench.diagnose_run's check: the arrival at t is imagined from belief t - k
+  under actions a_{t-k}..a_{t-1}; only the last arrival of an episode that
+  ended with discount 0 counts as a terminal."""
+  agent, episode = _agent_and_episode()
+  model = agent.world_model
   p_end, ended = diagnose_run.continuation_foresight(agent, episode, 2)
   assert p_end.shape == (4,) and ended.tolist() == [False, False, False, True]
   # The last arrival (t = 5) by hand: two prior steps from b_3 under a_3, a_4.
@@ -60,6 +68,27 @@ def test_continuation_foresight_imagines_each_arrival_from_k_steps_before_it():
   assert diagnose_run.roc_auc([0.1, 0.9, 0.2], [True, False, False]) == 0.0
   assert diagnose_run.roc_auc([0.5, 0.5, 0.5], [True, False, False]) == 0.5
   assert diagnose_run.roc_auc([0.3, 0.2], [False, False]) is None
+
+
+def test_reward_foresight_pairs_each_imagined_arrival_with_the_reward_it_paid():
+  """The crash check of a planner without a continuation head: the reward head
+  on the belief imagined k steps ahead of arrival t, against r_t."""
+  agent, episode = _agent_and_episode()
+  model = agent.world_model
+  predicted, real, ended = diagnose_run.reward_foresight(agent, episode, 3)
+  assert ended.tolist() == [False, False, True]
+  assert real.tolist() == episode['rewards'][2:].tolist()  # arrivals 3, 4, 5
+  state = {k: tf.constant(episode[k][0:1]) for k in ('deter', 'stoch')}
+  for t in (0, 1, 2):
+    state = model.rssm.prior_step(state, tf.constant(episode['actions'][t:t + 1]), sample=False)
+  assert predicted[0] == pytest.approx(
+      model.reward_decoder(rssm_lib.features(state)).numpy()[0], rel=1e-5)
+  predicted, real, ended = diagnose_run.reward_foresight(agent, episode, 0)
+  final = {'deter': episode['final_deter'][None], 'stoch': episode['final_stoch'][None]}
+  assert predicted[-1] == pytest.approx(
+      model.reward_decoder(rssm_lib.features(final)).numpy()[0], rel=1e-5)
+  assert real.tolist() == episode['rewards'].tolist() and ended.tolist()[-1]
+  assert all(len(v) == 0 for v in diagnose_run.reward_foresight(agent, episode, 6))
 
 
 def test_the_critic_check_bootstraps_a_time_limit_but_not_a_terminal():
