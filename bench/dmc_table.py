@@ -309,6 +309,8 @@ def main(argv):
                       *[f'--gin_file={f}' for f in FLAGS.gin_file],
                       *[f"--gin_param='{p}'" for p in FLAGS.gin_param],
                       f'--runs_dir={FLAGS.runs_dir}',
+                      *([f'--out={FLAGS.out}'] if FLAGS.out != flags.FLAGS['out'].default
+                        else []),
                       *([f'--eval_episodes={FLAGS.eval_episodes}']
                         if FLAGS.eval_episodes != 10 else []),
                       *([f'--random_episodes={FLAGS.random_episodes}']

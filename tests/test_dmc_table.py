@@ -49,6 +49,7 @@ def test_dmc_table_writes_table_csv_curves_and_skips_finished_runs(tmp_path):
   assert (f'| cartpole-swingup | 297 ± 39 | 326 ± 27 | – | 582 ± 146 | '
           f'{score["score_mean"]:.0f} | {score["stochastic_mean"]:.0f} | 1 |') in table
   assert 'python -m bench.dmc_table --tasks=cartpole-swingup --seeds=3 --env_steps=320' in table
+  assert f'--out={tmp_path / "table"}' in table  # the command writes this table again
   assert 'Not the full table yet' in table
   assert (tmp_path / 'table.png').stat().st_size > 1000
 
