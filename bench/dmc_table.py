@@ -169,7 +169,9 @@ def add_stochastic_score(root):
   from bench import eval_filter  # pylint: disable=g-import-not-at-top
   path = os.path.join(root, FINAL_SCORE)
   score = _read_json(path)
-  stochastic = eval_filter.evaluate_root(root, score['episodes'], stochastic=True)['stochastic']
+  # The greedy returns are already in the score: evaluate no greedy policy again.
+  stochastic = eval_filter.evaluate_root(root, score['episodes'], filters=(),
+                                        stochastic=True)['stochastic']
   score.update(stochastic_mean=stochastic['mean'], stochastic_std=stochastic['std'],
                stochastic_returns=stochastic['returns'])
   _write_json(path, score)

@@ -52,7 +52,8 @@ def random_policy_return(gin_paths, gin_params, episodes):
 def evaluate_root(root_dir, episodes=10, filters=None, seed=None, stochastic=False):
   """Greedy returns of a run's newest checkpoint, per filter.
 
-  filters: e.g. ('mean', 'sample'); None: the filter the run is configured with.
+  filters: e.g. ('mean', 'sample'); None: the filter the run is configured with;
+    (): no greedy policy (with `stochastic`, the stochastic one alone).
   seed: the evaluation env's seed; None: the run's own eval seed (seed + 1).
   stochastic: also the stochastic (collect) policy's returns on the same env
     seed, under 'stochastic': what SLAC's published curves report.
@@ -84,7 +85,7 @@ def evaluate_root(root_dir, episodes=10, filters=None, seed=None, stochastic=Fal
     return {'mean': round(float(np.mean(returns)), 2), 'std': round(float(np.std(returns)), 2),
             'returns': [round(r, 2) for r in returns]}
 
-  filters = list(filters or [agent.greedy_filter])
+  filters = [agent.greedy_filter] if filters is None else list(filters)
   result = {'name': 'eval_filter', 'root_dir': root_dir,
             'train_step': int(agent.train_step_counter.numpy()),
             'configured_filter': agent.greedy_filter, 'episodes': episodes,
@@ -106,7 +107,7 @@ def main(argv):
   if unknown:
     raise app.UsageError(f'--filters={",".join(f.filters)}: unknown {unknown}; use '
                          f'{",".join(latent_sac_agent.LatentSacAgent.GREEDY_FILTERS)}')
-  result = evaluate_root(f.root_dir, f.episodes, [m for m in f.filters if m])
+  result = evaluate_root(f.root_dir, f.episodes, [m for m in f.filters if m] or None)
   line = json.dumps(result)
   print(line)
   if f.out:
