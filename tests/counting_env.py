@@ -2,7 +2,9 @@
 
 observation['state'] = [episode_id, step_index, previous_action]; episode
 lengths cycle through `episode_lengths`, so tests can check that replay
-windows never mix episodes and that obs[t+1] followed action[t].
+windows never mix episodes and that obs[t+1] followed action[t]. Episodes
+end by termination (discount 0), those whose id is in `truncated_episodes`
+by truncation (discount 1).
 """
 import numpy as np
 from tf_agents.environments import py_environment
@@ -12,8 +14,10 @@ from tf_agents.trajectories import time_step as ts
 
 class CountingEnv(py_environment.PyEnvironment):
 
-  def __init__(self, episode_lengths=(5, 12, 3, 20), first_episode_id=0, image=False):
+  def __init__(self, episode_lengths=(5, 12, 3, 20), first_episode_id=0, image=False,
+               truncated_episodes=()):
     super().__init__()
+    self._truncated = set(truncated_episodes)
     self._lengths = list(episode_lengths)
     self._episode_id = first_episode_id - 1
     self._episodes_started = 0
@@ -52,5 +56,7 @@ class CountingEnv(py_environment.PyEnvironment):
     obs = self._observation(float(np.asarray(action).reshape(-1)[0]))
     reward = np.float32(self._t)
     if self._t >= self._length:
+      if self._episode_id in self._truncated:
+        return ts.truncation(obs, reward)
       return ts.termination(obs, reward)
     return ts.transition(obs, reward)

@@ -18,6 +18,7 @@ from tf_agents.specs import tensor_spec
 
 from planet_tfa.agents import world_model
 from planet_tfa import episodes
+from planet_tfa import errors
 from planet_tfa.replay import observers
 from planet_tfa.replay import tables
 
@@ -354,3 +355,55 @@ def test_one_stride_setting_drives_the_table_and_the_observer(counting_env):
   starts = sorted(windows.observation['state'][:, 0, 1].astype(int).tolist())
   assert starts == list(range(0, 33, 4))
   server.stop()
+
+
+def test_windows_ending_near_a_terminal_step_are_sampled_more_often(tmp_path, counting_env):
+  import gin  # pylint: disable=g-import-not-at-top
+  # Episode 0 ends in a terminal step (discount 0), episode 1 is truncated.
+  env = counting_env(episode_lengths=(20,), truncated_episodes=(1,))
+  tf_env, policy, data_spec = _data_spec(env)
+  gin.bind_parameter('terminal_oversampling.priority', 4.0)
+  gin.bind_parameter('terminal_oversampling.steps_before', 3)
+  try:
+    server = _server(data_spec, root_dir=str(tmp_path))
+    _collection(tf_env, policy, server).warmup(2)
+    assert tables.check_sampler(server.client.server_info())
+    samples = server.client.sample(tables.EXPERIENCE_TABLE, num_samples=3000,
+                                   emit_timesteps=False)
+    seen = {}
+    for sample in samples:
+      window = tf.nest.pack_sequence_as(data_spec, list(sample.data))
+      episode_id, last_step = window.observation['state'][-1, :2].astype(int)
+      seen[(episode_id, last_step)] = (sample.info.priority, sample.info.probability)
+    # 21 time steps per episode: windows end at steps 8..20 of each.
+    assert sorted(seen) == [(e, i) for e in (0, 1) for i in range(8, 21)]
+    # The terminal transition is step 19 -> 20: the windows ending at 16..20 are within
+    # 3 steps of it or at it; the truncated episode gets no priority anywhere.
+    for (episode_id, last_step), (priority, _) in seen.items():
+      expected = 4.0 if episode_id == 0 and last_step >= 16 else 1.0
+      assert priority == pytest.approx(expected), (episode_id, last_step)
+    probability = {key: p for key, (_, p) in seen.items()}
+    assert probability[(0, 20)] == pytest.approx(4 * probability[(0, 8)])
+    assert probability[(1, 20)] == pytest.approx(probability[(0, 8)])
+    server.checkpoint()
+    server.stop()
+    gin.clear_config()
+    # A run resumed with oversampling off still samples by priority (Reverb restores the
+    # sampler from the checkpoint), and says so instead of silently ignoring the setting.
+    restored = _server(data_spec, root_dir=str(tmp_path))
+    info = restored.client.server_info()
+    assert info[tables.EXPERIENCE_TABLE].current_size == 26
+    assert not tables.check_sampler(info)
+    restored.stop()
+  finally:
+    gin.clear_config()
+
+
+def test_terminal_oversampling_rejects_a_priority_below_one():
+  import gin  # pylint: disable=g-import-not-at-top
+  gin.bind_parameter('terminal_oversampling.priority', 0.5)
+  try:
+    with pytest.raises(errors.ConfigError, match='terminal_oversampling.priority=0.5'):
+      tables.terminal_oversampling()
+  finally:
+    gin.clear_config()

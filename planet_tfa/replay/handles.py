@@ -22,6 +22,7 @@ class LocalReplay(tables.ReplayServer):
 
   def __init__(self, data_spec, root_dir):
     super().__init__([tables.make_experience_table(data_spec)], root_dir=root_dir)
+    tables.check_sampler(self.client.server_info())
 
   def attach(self, agent, train_step):
     del agent, train_step  # the table was built from this agent's spec
@@ -54,6 +55,7 @@ class RemoteReplay:
     variables.check_table(self.client.server_info(), tables.EXPERIENCE_TABLE,
                           tables.experience_signature(agent.collect_data_spec),
                           self.address)
+    tables.check_sampler(self.client.server_info(), self.address)
     self._variables = variables.PolicyVariables(
         self.address, agent.collect_policy, train_step, client=self.client)
 

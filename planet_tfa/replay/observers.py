@@ -25,19 +25,29 @@ from tf_agents.trajectories import trajectory as trajectory_lib
 from planet_tfa.replay import tables
 
 
+class _PrioritisedWindowWriter(reverb_utils.ReverbAddTrajectoryObserver):
+  """TF-Agents' window writer with the priority of the next windows settable."""
+
+  def set_priority(self, priority):
+    self._priority = float(priority)  # read by each create_item of the base class
+
+
 @gin.configurable
 class ReverbEpisodeObserver:
   """Unbatched Python observer: complete episodes -> T+1-step windows.
 
   A window starts every `tables.window_stride()` steps: the stride the
-  table's capacity is computed with, so both always agree.
+  table's capacity is computed with, so both always agree. Windows near an
+  episode's terminal step get the priority `tables.terminal_oversampling()`
+  gives them (it only matters to a table that samples by priority).
   """
 
   FLUSH_EVERY = 16
 
   def __init__(self, client, sequence_length, table_name=tables.EXPERIENCE_TABLE,
                pad_short_episodes=True):
-    self._writer = reverb_utils.ReverbAddTrajectoryObserver(
+    self._terminal_priority, self._steps_before = tables.terminal_oversampling()
+    self._writer = _PrioritisedWindowWriter(
         client, table_name, sequence_length, stride_length=tables.window_stride(),
         pad_end_of_episodes=pad_short_episodes)
     self._episode = []
@@ -68,7 +78,12 @@ class ReverbEpisodeObserver:
     self._write_episode()
 
   def _write_episode(self):
+    # The window ending at step i is created when step i is appended.
+    terminal = len(self._episode) >= 2 and float(np.asarray(self._episode[-2].discount)) == 0.0
+    priorities = tables.window_priorities(len(self._episode), terminal,
+                                          self._terminal_priority, self._steps_before)
     for index, step in enumerate(self._episode):
+      self._writer.set_priority(priorities[index])
       self._writer(step)
       if index % self.FLUSH_EVERY == self.FLUSH_EVERY - 1:
         self._writer.flush()  # bounds the writer's unconfirmed items
