@@ -217,6 +217,28 @@ def test_compare_curves_compares_at_equal_agent_steps_over_a_window():
       'agent_steps')
 
 
+def test_compare_curves_scores_against_train_steps_across_a_resumed_run(tmp_path):
+  from bench import compare_curves  # pylint: disable=g-import-not-at-top
+  # A run resumed after iteration 2: its wall clock restarts, its train steps do not; the
+  # stochastic column came with the resume, so the older rows leave it empty.
+  (tmp_path / 'eval_returns.csv').write_text(
+      'iteration,train_step,env_steps,wall_time_s,eval_return,eval_return_stochastic\n'
+      '1,100,500,600.0,10.0,\n'
+      '2,200,1000,1200.0,20.0,\n'
+      '3,300,1500,60.0,30.0,25.0\n'
+      '4,400,2000,120.0,40.0,35.0\n')
+  records = compare_curves.load(str(tmp_path))
+  assert 'eval_return_stochastic' not in records[0] and records[3]['eval_return_stochastic'] == 35
+  summary = compare_curves.summarize(records, [200, 400], x='train_steps')
+  # The window is a fifth of the point: (160, 200] and (320, 400].
+  assert summary['return_at_train_steps'] == {200: 20.0, 400: 40.0}
+  # At equal wall time the resumed run's points mix: minute 2 holds iterations 3 and 4.
+  assert compare_curves.summarize(records, [2], x='wall')['return_at_minute'][2] == 35.0
+  compare_curves.plot({'run': records}, str(tmp_path / 'curve.png'),
+                      x=compare_curves.X_AXES['train_steps'])
+  assert (tmp_path / 'curve.png').stat().st_size > 0
+
+
 # Lines that reach a tool the way library log lines do (C++ on fd 2, absl and
 # Python logging, a Python warning), and one of the tool's own stderr lines,
 # all once its arguments are parsed; then the tool stops.
