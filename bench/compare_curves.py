@@ -39,6 +39,7 @@ def return_near(records, point, key='wall_time_s', window=WINDOW_S):
 
 def summarize(records, points, x='wall'):
   last = records[-1]
+  processes = 1 + sum(b['wall_time_s'] < a['wall_time_s'] for a, b in zip(records, records[1:]))
   if x == 'wall':
     at = {'return_at_minute': {m: return_near(records, 60.0 * m) for m in points}}
   elif x == 'agent_steps':  # eval_returns.csv's env_steps column counts agent steps
@@ -54,7 +55,10 @@ def summarize(records, points, x='wall'):
       'wall_time_s': last['wall_time_s'],
       'train_steps': int(last['train_step']),
       'env_steps': int(last['env_steps']),
-      'train_steps_per_minute': round(60.0 * last['train_step'] / last['wall_time_s'], 1),
+      # A resumed run's wall clock restarts with each process: no overall rate then.
+      'processes': processes,
+      'train_steps_per_minute': (round(60.0 * last['train_step'] / last['wall_time_s'], 1)
+                                 if processes == 1 else None),
   }
 
 

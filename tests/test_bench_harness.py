@@ -232,6 +232,7 @@ def test_compare_curves_scores_against_train_steps_across_a_resumed_run(tmp_path
   summary = compare_curves.summarize(records, [200, 400], x='train_steps')
   # The window is a fifth of the point: (160, 200] and (320, 400].
   assert summary['return_at_train_steps'] == {200: 20.0, 400: 40.0}
+  assert summary['processes'] == 2 and summary['train_steps_per_minute'] is None
   # At equal wall time the resumed run's points mix: minute 2 holds iterations 3 and 4.
   assert compare_curves.summarize(records, [2], x='wall')['return_at_minute'][2] == 35.0
   compare_curves.plot({'run': records}, str(tmp_path / 'curve.png'),
