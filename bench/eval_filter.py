@@ -1,6 +1,7 @@
 """The greedy policy's filter, measured: posterior mean vs posterior sample.
 
   python -m bench.eval_filter --root_dir=runs/cartpole [--episodes=10] [--filters=mean,sample]
+      [--gin_param=LatentSacAgent.acting_window=None]
 
 SAC trains on features of *sampled* posteriors; the greedy policy filters with
 the posterior *mean* unless `LatentSacAgent.greedy_filter = 'sample'`. This
@@ -8,6 +9,9 @@ loads a run's newest checkpoint once and evaluates the greedy policy with each
 filter on the same checkpoint, each on a fresh evaluation env with the same
 seed (so both modes meet the same initial states), and prints one JSON line:
 per filter the mean, std and every episode's return. `--out` also writes it.
+`--gin_param` changes the rebuilt agent's settings (the checkpoint's variables
+must still fit it): e.g. acting on the whole-episode belief instead of the
+window SAC trained on.
 """
 import json
 import os
@@ -49,7 +53,8 @@ def random_policy_return(gin_paths, gin_params, episodes):
   return float(np.mean(returns)), float(np.std(returns))
 
 
-def evaluate_root(root_dir, episodes=10, filters=None, seed=None, stochastic=False):
+def evaluate_root(root_dir, episodes=10, filters=None, seed=None, stochastic=False,
+                  bindings=()):
   """Greedy returns of a run's newest checkpoint, per filter.
 
   filters: e.g. ('mean', 'sample'); None: the filter the run is configured with;
@@ -57,6 +62,8 @@ def evaluate_root(root_dir, episodes=10, filters=None, seed=None, stochastic=Fal
   seed: the evaluation env's seed; None: the run's own eval seed (seed + 1).
   stochastic: also the stochastic (collect) policy's returns on the same env
     seed, under 'stochastic': what SLAC's published curves report.
+  bindings: gin bindings over the run's config for the agent (not the env), e.g.
+    'LatentSacAgent.acting_window=None' to act on the whole-episode belief.
   """
   import gin  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
@@ -66,7 +73,7 @@ def evaluate_root(root_dir, episodes=10, filters=None, seed=None, stochastic=Fal
   from planet_tfa import layout  # pylint: disable=g-import-not-at-top
 
   root_dir = os.path.abspath(root_dir)
-  agent, _ = export.load_agent_from_root(root_dir)
+  agent, _ = export.load_agent_from_root(root_dir, bindings)
 
   def returns_of(policy):
     # The env loader reads its gin bindings when called: parse the run's config.
@@ -89,6 +96,7 @@ def evaluate_root(root_dir, episodes=10, filters=None, seed=None, stochastic=Fal
   result = {'name': 'eval_filter', 'root_dir': root_dir,
             'train_step': int(agent.train_step_counter.numpy()),
             'configured_filter': agent.greedy_filter, 'episodes': episodes,
+            'bindings': list(bindings),
             'filters': {f: returns_of(agent.greedy_policy(f)) for f in filters}}
   if stochastic:
     result['stochastic'] = returns_of(agent.collect_policy)
@@ -107,7 +115,8 @@ def main(argv):
   if unknown:
     raise app.UsageError(f'--filters={",".join(f.filters)}: unknown {unknown}; use '
                          f'{",".join(latent_sac_agent.LatentSacAgent.GREEDY_FILTERS)}')
-  result = evaluate_root(f.root_dir, f.episodes, [m for m in f.filters if m] or None)
+  result = evaluate_root(f.root_dir, f.episodes, [m for m in f.filters if m] or None,
+                         bindings=f.gin_param)
   line = json.dumps(result)
   print(line)
   if f.out:
@@ -123,6 +132,8 @@ def define_flags():
   flags.DEFINE_integer('episodes', 10, 'Greedy episodes per filter.')
   flags.DEFINE_list('filters', ['mean', 'sample'], "Filters to compare: 'mean', 'sample'.")
   flags.DEFINE_string('out', None, 'Also write the JSON line here.')
+  flags.DEFINE_multi_string('gin_param', [], 'Gin binding over the run\'s config for the '
+                            'agent, e.g. LatentSacAgent.acting_window=None.')
   flags.mark_flag_as_required('root_dir')
 
 

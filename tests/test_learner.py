@@ -249,6 +249,20 @@ def test_eval_filter_measures_both_filters_on_one_checkpoint(tiny_run, tmp_path)
   assert again['filters']['mean']['returns'] == report['filters']['mean']['returns']
 
 
+def test_a_run_is_evaluated_with_one_setting_changed_over_its_own_config(tiny_run):
+  from planet_tfa.programs import export  # pylint: disable=g-import-not-at-top
+  from planet_tfa.programs import gin_files  # pylint: disable=g-import-not-at-top
+  configured, _ = export.load_agent_from_root(str(tiny_run[0]))
+  changed, _ = export.load_agent_from_root(
+      str(tiny_run[0]), ['LatentSacAgent.acting_window = 5'])
+  assert configured.filter_network.window != 5 and changed.filter_network.window == 5
+  # The same checkpoint: the binding changes how the agent acts, not what it learned.
+  for a, b in zip(configured.world_model.variables, changed.world_model.variables):
+    np.testing.assert_array_equal(a.numpy(), b.numpy())
+  with pytest.raises(gin_files.ConfigError, match='LatentSacAgent.acting_windw'):
+    export.load_agent_from_root(str(tiny_run[0]), ['LatentSacAgent.acting_windw = 5'])
+
+
 def test_runs_of_the_previous_version_still_load_for_export(tiny_run, tmp_path):
   import shutil  # pylint: disable=g-import-not-at-top
   from planet_tfa.programs import export  # pylint: disable=g-import-not-at-top

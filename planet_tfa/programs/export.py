@@ -38,9 +38,10 @@ def define_flags():
 
 
 
-def load_agent_from_root(root_dir):
-  """The run's agent, built from its operative config and restored from its
-  newest checkpoint. Returns (agent, gin config text). Leaves gin cleared; the
+def load_agent_from_root(root_dir, bindings=()):
+  """The run's agent, built from its operative config (with `bindings` over it)
+  and restored from its newest checkpoint. Returns (agent, the run's gin config
+  text). Leaves gin cleared; the
   agent read the run's planner settings while it was built, so the policies it
   makes later are the run's (LatentSacAgent.make_policy). A variable of the
   checkpoint's agent that the rebuilt agent lacks (a config that builds another
@@ -52,7 +53,7 @@ def load_agent_from_root(root_dir):
     raise experiment_lib.NotARunRootError(
         f'{config_path} not found: the run in {root_dir} wrote no config yet (train_eval.py '
         'writes it once set up), so there is no agent to export.')
-  gin_files.parse_run_config(config_path)
+  gin_files.parse_run_config(config_path, bindings)
   try:
     agent = experiment_lib.make_agent(time_step_spec, action_spec)
   finally:

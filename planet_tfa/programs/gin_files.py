@@ -133,15 +133,16 @@ def upgrade_renamed(config_text):
   return config_text
 
 
-def parse_run_config(path):
-  """Parses a run's own operative_config.gin, older versions' names included."""
+def parse_run_config(path, bindings=()):
+  """Parses a run's own operative_config.gin, older versions' names included,
+  then `bindings` over it (e.g. to evaluate a run with one setting changed)."""
   with open(path) as f:
     text = upgrade_renamed(f.read())
   with tempfile.TemporaryDirectory() as staging:
     upgraded = os.path.join(staging, os.path.basename(path))
     with open(upgraded, 'w') as f:
       f.write(text)
-    parse([upgraded])
+    parse([upgraded], bindings)
 
 
 class _DropMessages(logging.Filter):
