@@ -85,10 +85,13 @@ def peer_iteration(peer_dir, episodes=4, episode_length=126, seed=0):
   rng = np.random.default_rng(seed)
   for _ in range(episodes):
     algo.buffer.reset_episode(rng.integers(0, 256, state_shape, dtype=np.uint8))
-    for _ in range(episode_length):
+    for t in range(episode_length):
+      # append(action, reward, done, next_state, episode_done): the peer's
+      # buffer asserts each episode is closed before the next reset.
       algo.buffer.append(rng.uniform(-1, 1, action_shape).astype(np.float32),
                          float(rng.normal()), False,
-                         rng.integers(0, 256, state_shape, dtype=np.uint8))
+                         rng.integers(0, 256, state_shape, dtype=np.uint8),
+                         t == episode_length - 1)
   writer = _NoWriter()
 
   def iteration(_):

@@ -7,6 +7,10 @@
                                 one 64x64x3 frame per call, state carried over
   policy_latency_savedmodel_ms  the same from `saved_policies.export_policies` ->
                                 `tf.saved_model.load(...).action`
+  policy_latency_tflite_ms      the same export's `policy_batch1.tflite` through
+                                `lite_policy.TFLitePolicy.action` (numpy in
+                                and out, one thread): what a driving stack
+                                acting at 10-20 Hz would call
   What bounds it against the 1 ms goal, same inputs and state:
   policy_call_floor_ms          a tf.function taking the same (time_step, state)
                                 and doing nothing: Python dispatch and argument
@@ -99,7 +103,7 @@ def policy_figures(args, agent, time_step_spec, frames):
   out_dir = common.tmpdir('export')
   try:
     start = time.perf_counter()
-    paths = saved_policies.export_policies(agent, out_dir, agent.train_step_counter)
+    paths = saved_policies.export_policies(agent, out_dir, agent.train_step_counter, tflite=True)
     export_s = time.perf_counter() - start
     start = time.perf_counter()
     loaded = tf.saved_model.load(paths['greedy_policy'])
@@ -111,9 +115,32 @@ def policy_figures(args, agent, time_step_spec, frames):
         batch=1, policy='greedy', how='tf.saved_model.load(greedy_policy).action',
         export_both_policies_s=round(export_s, 2), load_s=round(load_s, 2),
         **_ms_stats(times)))
+    lines.append(tflite_figure(args, paths['greedy_policy'], frames))
   finally:
     shutil.rmtree(out_dir, ignore_errors=True)
   return lines
+
+
+def tflite_figure(args, policy_dir, frames):
+  from tf_agents.trajectories import time_step as ts  # pylint: disable=g-import-not-at-top
+  from planet_tfa import lite_policy  # pylint: disable=g-import-not-at-top
+  policy = lite_policy.TFLitePolicy.load(policy_dir)
+  steps = [ts.TimeStep(step_type=np.int32(ts.StepType.FIRST if i == 0 else ts.StepType.MID),
+                       reward=np.float32(0), discount=np.float32(1),
+                       observation={'pixels': frames[i % len(frames)]})
+           for i in range(min(len(frames), 64))]
+  state, times = policy.get_initial_state(1), []
+  for i in range(args.warmup + args.calls):
+    start = time.perf_counter()
+    out = policy.action(steps[i % len(steps)], state)
+    elapsed = time.perf_counter() - start
+    state = out.state
+    if i >= args.warmup:
+      times.append(elapsed * 1e3)
+  return common.emit('policy_latency_tflite_ms', round(statistics.median(times), 3), 'ms',
+                     batch=1, policy='greedy', threads=1,
+                     how='lite_policy.TFLitePolicy.load(greedy_policy).action', goal_ms=1.0,
+                     **_ms_stats(times))
 
 
 def latency_bounds(args, policy, time_step_spec, frames, loop_steps=100):

@@ -64,6 +64,9 @@ process, so peak RSS is that process's own.
   + actor mode) at batch 1, policy state carried from call to call.
 - **policy_latency_savedmodel_ms**: `saved_policies.export_policies(...)`, then
   `tf.saved_model.load(.../greedy_policy).action` the same way.
+- **policy_latency_tflite_ms**: the same export's batch-1 TFLite model
+  (`greedy_policy/policy_batch1.tflite`) through `lite_policy.TFLitePolicy.action`, numpy in
+  and out, one thread.
 - **policy_call_floor_ms / policy_step_in_graph_ms / policy_latency_xla_ms**: what bounds the
   step against its 1 ms goal: a tf.function with the same inputs that does nothing (dispatch);
   100 steps in one `tf.while_loop` call, per step (the graph's own work, no dispatch); the step
@@ -204,8 +207,10 @@ def _summary(by_name):
                 f"step's graph alone {get('policy_step_in_graph_ms')} ms, under XLA "
                 f"{get('policy_latency_xla_ms')} ms")
     out.append(f"- Policy step at batch 1: {get('policy_latency_inprocess_ms')} ms in-process, "
-               f"{get('policy_latency_savedmodel_ms')} ms from the SavedModel (goal: 1 ms)"
-               f"{bounds}.")
+               f"{get('policy_latency_savedmodel_ms')} ms from the SavedModel"
+               + (f", {get('policy_latency_tflite_ms')} ms from its TFLite model"
+                  if get('policy_latency_tflite_ms') is not None else '')
+               + f" (goal: 1 ms){bounds}.")
   if get('planner_action_ms') is not None:
     planner = by_name['planner_action_ms']
     out.append(

@@ -21,6 +21,9 @@ from tf_agents.trajectories import time_step as ts
 
 from planet_tfa import errors
 from planet_tfa import layout
+# Registers `export_policies` with gin: every program that parses a run's
+# config (tiny.gin binds it) builds through this module.
+from planet_tfa import saved_policies  # pylint: disable=unused-import
 from planet_tfa.agents import latent_sac_agent
 from planet_tfa.environments import suites
 from planet_tfa.replay import handles

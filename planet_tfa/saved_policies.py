@@ -6,7 +6,9 @@ latent actor ('sac') or PlaNet's CEM planner ('cem') on the same world model
 (`python -m planet_tfa.programs.export` does it for a run root). Each
 SavedModel has the serving functions `get_initial_state(batch_size)` and
 `action(time_step, policy_state)` for any batch size; its observation spec holds only the policy's inputs (no decode-only targets). Metadata:
-`train_step` and the run's gin config.
+`train_step` and the run's gin config. The greedy policy's directory also
+holds `policy_batch1.tflite`, the same step as a batch-1 TFLite model for
+acting at low latency (`lite_policy.TFLitePolicy.load(dir)`).
 
 Every export writes a complete SavedModel into a temporary directory and
 swaps it into place, so an export never mixes an old graph with new
@@ -16,8 +18,11 @@ import os
 import shutil
 import tempfile
 
+import gin
 import tensorflow as tf
 from tf_agents.policies import policy_saver
+
+from planet_tfa import lite_policy
 
 POLICY_NAMES = {'greedy_policy': True, 'collect_policy': False}
 
@@ -33,10 +38,13 @@ def _swap_into_place(staging_dir, final_dir):
     shutil.rmtree(previous)
 
 
-def export_policies(agent, output_dir, train_step, gin_config='', kind=None):
+@gin.configurable(allowlist=['tflite'])
+def export_policies(agent, output_dir, train_step, gin_config='', kind=None, tflite=True):
   """Writes greedy and collect SavedModels to output_dir; returns their paths.
 
   `kind`: 'sac' or 'cem'; None exports what acts in each role in the agent.
+  `tflite`: also write the greedy policy's batch-1 TFLite model (a few
+  seconds per export; `lite_policy`).
   """
   os.makedirs(output_dir, exist_ok=True)
   metadata = {'gin_config': tf.Variable(gin_config, dtype=tf.string, trainable=False)}
@@ -47,6 +55,8 @@ def export_policies(agent, output_dir, train_step, gin_config='', kind=None):
                                      metadata=metadata)
     staging = tempfile.mkdtemp(prefix=f'.{name}-', dir=output_dir)
     saver.save(staging)
+    if greedy and tflite:
+      lite_policy.write(staging)
     final = os.path.join(output_dir, name)
     _swap_into_place(staging, final)
     paths[name] = final

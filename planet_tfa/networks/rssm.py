@@ -36,6 +36,17 @@ def _step_seed(seed, t):
   return None if seed is None else tf.random.experimental.stateless_fold_in(seed, t[0])
 
 
+def _unrolled_scan(step, time_major_inputs, initial, length):
+  """`tf.scan(step, time_major_inputs, initializer=initial)` as `length` copies of `step`."""
+  if length is None:
+    raise ValueError('an unrolled filter needs a static sequence length')
+  carry, outputs = initial, []
+  for t in range(length):
+    carry = step(carry, tf.nest.map_structure(lambda x, t=t: x[t], time_major_inputs))
+    outputs.append(carry)
+  return tf.nest.map_structure(lambda *xs: tf.stack(xs), *outputs)
+
+
 def gaussian(state):
   return tfd.MultivariateNormalDiag(state['mean'], state['std'])
 
@@ -110,7 +121,7 @@ class RSSM(tf.keras.layers.Layer):
     self.built = True
 
   def observe(self, embed, prev_action, is_first, initial_state=None, sample=True,
-              seed=None):
+              seed=None, unroll=False):
     """Filters a sequence.
 
     Args:
@@ -120,6 +131,10 @@ class RSSM(tf.keras.layers.Layer):
       initial_state: state before step 0 (zeros if None).
       sample: sample the stochastic state (True) or use the mean.
       seed: optional stateless seed of the samples (step t uses it folded with t).
+      unroll: build one copy of the step per time step (T must be static)
+        instead of a `tf.scan`: the same ops and results, without the loop's
+        tensor lists, which TFLite's builtin ops cannot run (the policy's
+        acting window is short and static).
 
     Returns:
       (posterior, prior): dicts of [B, T, ...] tensors.
@@ -141,7 +156,10 @@ class RSSM(tf.keras.layers.Layer):
 
     zeros = tf.zeros([batch_size, self.stoch_size])
     init = dict(initial_state, mean=zeros, std=zeros)
-    post, prior = tf.scan(step, inputs, initializer=(init, init))
+    if unroll:
+      post, prior = _unrolled_scan(step, inputs, (init, init), embed.shape[1])
+    else:
+      post, prior = tf.scan(step, inputs, initializer=(init, init))
     batch_major = lambda x: tf.transpose(x, [1, 0] + list(range(2, x.shape.rank)))
     return tf.nest.map_structure(batch_major, post), tf.nest.map_structure(batch_major, prior)
 

@@ -115,8 +115,10 @@ class RssmEncodingNetwork(network.Network):
     # and resets at any FIRST inside it: steps before an episode's start
     # (the zero history of a fresh state) never reach the belief.
     window_firsts = tf.concat([tf.ones_like(firsts[:, :1]), firsts[:, 1:]], 1) > 0.5
+    # Unrolled: the window is short and static, and an unrolled filter exports
+    # to TFLite's builtin ops (saved_policies.export_tflite).
     post, _ = self._rssm.observe(embeds, prev_actions, window_firsts, sample=sample,
-                                 seed=seed)
+                                 seed=seed, unroll=True)
     last = {'deter': post['deter'][:, -1], 'stoch': post['stoch'][:, -1]}
     # Previous actions of FIRST steps are zeroed by the filter; keep them zero here too.
     prev_action = network_state['prev_action'] * (1.0 - tf.cast(is_first, tf.float32))[:, None]
