@@ -1,6 +1,6 @@
 """Our SLAC-shaped train iteration against the PyTorch SLAC peer, interleaved (issue 24).
 
-  python -m bench.peer_slac [--peer_dir=DIR] [--rounds 6] [--warmup 2] [--quick]
+  python -m bench.peer_slac [--peer_dir=DIR] [--peer_python=PY] [--rounds 6] [--warmup 2] [--quick]
 
 The peer is toshikwa/slac.pytorch (SLAC's method at its defaults: model batch
 32 x 9 frames, SAC batch 256, 64x64x3, depth-32 convs, fp32), run on random
@@ -9,25 +9,30 @@ environment step after the warm-up: `update_latent` then `update_sac`. Ours is
 the same shape: `train(32 x 9 model windows, sac_experience=256 x 9 windows)`
 at conv depth 32 in fp32 (bench.slac_shape_bench's `separate` layout). Rounds
 alternate peer, ours, peer, ... so a slow phase of a shared machine hits both.
+The peer runs in its own Python process (`bench/peer_slac_worker.py`, driven
+over a pipe; the pipe costs microseconds against seconds per iteration):
+PyTorch needs a newer `typing_extensions` than TF-Agents pins, and TensorFlow's
+tracing breaks with it, so the two never share an interpreter.
 Prints peer_iteration_s, ours_iteration_s and peer_over_ours (how many times
 faster ours is; the goal in issue 24 is >= 2.5).
 
 The peer is not installed with this project. Without PyTorch or the peer's
 checkout this prints one `peer_slac_skipped` line saying how to install them,
-and exits 0. To install (outside this repository, CPU wheel):
+and exits 0. To install (outside this repository, CPU wheel, its own venv):
 
-  pip install torch --index-url https://download.pytorch.org/whl/cpu
+  python3.11 -m venv ~/slac-venv
+  ~/slac-venv/bin/pip install numpy torch --index-url https://download.pytorch.org/whl/cpu
   git clone https://github.com/toshikwa/slac.pytorch ~/slac.pytorch
   git -C ~/slac.pytorch checkout PEER_COMMIT
-  SLAC_PYTORCH_DIR=~/slac.pytorch python -m bench.peer_slac
+  SLAC_PYTORCH_DIR=~/slac.pytorch SLAC_PYTORCH_PYTHON=~/slac-venv/bin/python \
+      python -m bench.peer_slac
 """
 import argparse
-import importlib.util
 import os
 import statistics
+import subprocess
 import sys
 
-import numpy as np
 
 from bench import common
 
@@ -36,16 +41,23 @@ PEER_REPOSITORY = 'https://github.com/toshikwa/slac.pytorch'
 # SlacAlgorithm API: update_latent(writer), update_sac(writer)).
 PEER_COMMIT = '30926f1ac366609430d2c214df050677bd68bb38'
 PEER_DIR_ENV = 'SLAC_PYTORCH_DIR'
+PEER_PYTHON_ENV = 'SLAC_PYTORCH_PYTHON'
+WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'peer_slac_worker.py')
 __doc__ = __doc__.replace('PEER_COMMIT', PEER_COMMIT)
-INSTALL = (f'pip install torch --index-url https://download.pytorch.org/whl/cpu; '
+INSTALL = (f'python3.11 -m venv VENV; VENV/bin/pip install numpy torch --index-url '
+           f'https://download.pytorch.org/whl/cpu; '
            f'git clone {PEER_REPOSITORY} DIR; git -C DIR checkout {PEER_COMMIT}; '
-           f'then {PEER_DIR_ENV}=DIR python -m bench.peer_slac (or --peer_dir=DIR)')
+           f'then {PEER_DIR_ENV}=DIR {PEER_PYTHON_ENV}=VENV/bin/python python -m bench.peer_slac '
+           f'(or --peer_dir=DIR --peer_python=VENV/bin/python)')
 
 
 def parse_args(argv=None):
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument('--peer_dir', default=os.environ.get(PEER_DIR_ENV),
                       help=f'checkout of {PEER_REPOSITORY} (default: ${PEER_DIR_ENV})')
+  parser.add_argument('--peer_python', default=os.environ.get(PEER_PYTHON_ENV, sys.executable),
+                      help=f'a Python with NumPy and PyTorch (default: ${PEER_PYTHON_ENV}, '
+                           'else this one)')
   parser.add_argument('--rounds', type=int, default=6, help='timed rounds (median taken)')
   parser.add_argument('--warmup', type=int, default=2, help='untimed rounds first')
   parser.add_argument('--quick', action='store_true', help='2 rounds, 1 warm-up')
@@ -55,48 +67,40 @@ def parse_args(argv=None):
   return args
 
 
-def missing_peer(peer_dir):
+def missing_peer(peer_dir, peer_python):
   """Why the peer cannot run here (None: it can)."""
-  if importlib.util.find_spec('torch') is None:
-    return 'PyTorch is not installed'
   if not peer_dir:
     return f'no peer checkout given (--peer_dir or ${PEER_DIR_ENV})'
   if not os.path.exists(os.path.join(peer_dir, 'slac', 'algo.py')):
     return f'{peer_dir} is not a checkout of {PEER_REPOSITORY} (no slac/algo.py)'
+  try:
+    found = subprocess.run([peer_python, '-c', 'import torch'], capture_output=True,
+                           timeout=120).returncode == 0
+  except OSError:
+    found = False
+  if not found:
+    return f'PyTorch is not installed for {peer_python}'
   return None
 
 
-class _NoWriter:
-  """The peer's updates log through a SummaryWriter every 1000 steps; not timed here."""
+def peer_iteration(peer_dir, peer_python):
+  """A function(i) running one peer iteration in the peer's own process."""
+  threads = str(len(os.sched_getaffinity(0)))  # TensorFlow's default too
+  worker = subprocess.Popen([peer_python, WORKER, peer_dir, threads], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True, bufsize=1)
 
-  def add_scalar(self, *args, **kwargs):
-    del args, kwargs
+  def expect(word):
+    line = worker.stdout.readline().strip()
+    if line != word:
+      worker.kill()
+      raise RuntimeError(f'the peer worker answered {line!r}, expected {word!r} '
+                         '(its traceback is above)')
 
-
-def peer_iteration(peer_dir, episodes=4, episode_length=126, seed=0):
-  """A function(i) running one peer iteration on a buffer of random episodes."""
-  import torch  # pylint: disable=g-import-not-at-top,import-error
-  sys.path.insert(0, peer_dir)
-  from slac.algo import SlacAlgorithm  # pylint: disable=g-import-not-at-top,import-error
-  torch.set_num_threads(len(os.sched_getaffinity(0)))  # TensorFlow's default too
-  state_shape, action_shape = (3, 64, 64), (6,)  # cheetah's action size
-  algo = SlacAlgorithm(state_shape, action_shape, action_repeat=4,
-                       device=torch.device('cpu'), seed=seed)
-  rng = np.random.default_rng(seed)
-  for _ in range(episodes):
-    algo.buffer.reset_episode(rng.integers(0, 256, state_shape, dtype=np.uint8))
-    for t in range(episode_length):
-      # append(action, reward, done, next_state, episode_done): the peer's
-      # buffer asserts each episode is closed before the next reset.
-      algo.buffer.append(rng.uniform(-1, 1, action_shape).astype(np.float32),
-                         float(rng.normal()), False,
-                         rng.integers(0, 256, state_shape, dtype=np.uint8),
-                         t == episode_length - 1)
-  writer = _NoWriter()
+  expect('ready')
 
   def iteration(_):
-    algo.update_latent(writer)
-    algo.update_sac(writer)
+    worker.stdin.write('run\n')
+    expect('done')
   return iteration
 
 
@@ -122,12 +126,12 @@ def ours_iteration(pool=4):
 
 def main():
   args = parse_args()
-  reason = missing_peer(args.peer_dir)
+  reason = missing_peer(args.peer_dir, args.peer_python)
   if reason:
     common.emit('peer_slac_skipped', None, None, reason=reason, install=INSTALL)
     print(f'# peer_slac: skipped: {reason}. To run it: {INSTALL}', file=sys.stderr)
     return 0
-  fns = {'peer': peer_iteration(args.peer_dir), 'ours': ours_iteration()}
+  fns = {'peer': peer_iteration(args.peer_dir, args.peer_python), 'ours': ours_iteration()}
   for fn in fns.values():
     fn(0)  # the peer's JIT trace and our tf.function trace
   times = common.interleave(fns, args.rounds, args.warmup)
