@@ -138,7 +138,7 @@ def tflite_figure(args, policy_dir, frames):
     if i >= args.warmup:
       times.append(elapsed * 1e3)
   return common.emit('policy_latency_tflite_ms', round(statistics.median(times), 3), 'ms',
-                     batch=1, policy='greedy', threads=1,
+                     batch=1, policy='greedy', threads=1, kernels=policy.kernels,
                      how='lite_policy.TFLitePolicy.load(greedy_policy).action', goal_ms=1.0,
                      **_ms_stats(times))
 

@@ -59,7 +59,13 @@ def test_tflite_policy_acts_as_the_saved_model(tmp_path, acting_window):
 
   steps = _sensor_steps()
   expected_actions, expected_state = _saved_model_actions(policy_dir, steps)
-  policy = lite_policy.TFLitePolicy.load(policy_dir)
+  for kernels in lite_policy.KERNELS:
+    _assert_acts_as(lite_policy.TFLitePolicy.load(policy_dir, kernels=kernels), steps,
+                    expected_actions, expected_state)
+  assert lite_policy.TFLitePolicy.load(policy_dir).kernels in lite_policy.KERNELS
+
+
+def _assert_acts_as(policy, steps, expected_actions, expected_state):
   assert policy.action_spec == tensor_spec.to_array_spec(ACTION_SPEC)
   state, actions = policy.get_initial_state(1), []
   for step in steps:
@@ -89,6 +95,8 @@ def test_tflite_policy_refuses_batches_and_names_a_missing_model(tmp_path):
   policy = lite_policy.TFLitePolicy.load(paths['greedy_policy'])
   with pytest.raises(ValueError, match='batch 1'):
     policy.get_initial_state(4)
+  with pytest.raises(ValueError, match="kernels='gpu'"):
+    lite_policy.TFLitePolicy.load(paths['greedy_policy'], kernels='gpu')
   os.remove(os.path.join(paths['greedy_policy'], lite_policy.TFLITE_NAME))
   with pytest.raises(FileNotFoundError, match='programs.export'):
     lite_policy.TFLitePolicy.load(paths['greedy_policy'])
