@@ -33,7 +33,6 @@ import statistics
 import subprocess
 import sys
 
-
 from bench import common
 
 PEER_REPOSITORY = 'https://github.com/toshikwa/slac.pytorch'

@@ -116,7 +116,7 @@ class RssmEncodingNetwork(network.Network):
     # (the zero history of a fresh state) never reach the belief.
     window_firsts = tf.concat([tf.ones_like(firsts[:, :1]), firsts[:, 1:]], 1) > 0.5
     # Unrolled: the window is short and static, and an unrolled filter exports
-    # to TFLite's builtin ops (saved_policies.export_tflite).
+    # to TFLite's builtin ops (lite_policy).
     post, _ = self._rssm.observe(embeds, prev_actions, window_firsts, sample=sample,
                                  seed=seed, unroll=True)
     last = {'deter': post['deter'][:, -1], 'stoch': post['stoch'][:, -1]}
