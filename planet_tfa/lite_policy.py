@@ -172,6 +172,8 @@ class TFLitePolicy(py_policy.PyPolicy):
     runner = self._interpreter.get_signature_runner(name)
     self._input_index = {k: d['index'] for k, d in runner.get_input_details().items()}
     self._output_index = {k: d['index'] for k, d in runner.get_output_details().items()}
+    self._input_dtypes = {name: spec.dtype for name, spec
+                          in _flat_inputs(time_step_spec, policy_state_spec).items()}
     super().__init__(time_step_spec, action_spec, policy_state_spec=policy_state_spec)
 
   @classmethod
@@ -192,7 +194,7 @@ class TFLitePolicy(py_policy.PyPolicy):
       time_step = tf.nest.map_structure(lambda x: np.asarray(x)[None], time_step)
     if not policy_state:
       policy_state = self._get_initial_state(1)
-    inputs = {name: np.asarray(value, self._input_dtype(name))
+    inputs = {name: np.asarray(value, self._input_dtypes[name])
               for name, value in _flat_inputs(time_step, policy_state).items()}
     for name, value in inputs.items():
       self._interpreter.set_tensor(self._input_index[name], value)
@@ -202,10 +204,3 @@ class TFLitePolicy(py_policy.PyPolicy):
     state = {k: outputs[f'state_{k}'] for k in self.policy_state_spec}
     action = outputs['action'][0] if unbatched else outputs['action']
     return policy_step.PolicyStep(action, state, ())
-
-  def _input_dtype(self, name):
-    if name in _TIME_STEP_FIELDS:
-      return getattr(self.time_step_spec, name).dtype
-    if name.startswith('observation_'):
-      return self.time_step_spec.observation[name[len('observation_'):]].dtype
-    return self.policy_state_spec[name[len('state_'):]].dtype
