@@ -256,6 +256,20 @@ def test_the_continuation_head_is_fit_to_the_arrival_that_ends_the_episode():
   with pytest.raises(errors.ConfigError, match='no effect with WorldModel.continuation_scale = 0'):
     _tiny_model(continuation_terminal_weight=30.0)
 
+  # The reward's terminal weight multiplies the crash arrival's reward term only, with or
+  # without a continuation head.
+  for scale in (0.0, 2.0):
+    tf.random.set_seed(0)
+    model = _tiny_model(reward_terminal_weight=30.0, continuation_scale=scale, free_nats=0.0)
+    _, reward_terms, reward_post = model.loss(experience)
+    reward_pred = model.reward_decoder(rssm_lib.features(reward_post)).numpy()[:, 1:]
+    reward_log_prob = (-0.5 * np.square(reward_pred - experience.reward.numpy()[:, :-1])
+                       - 0.5 * np.log(2 * np.pi))
+    expected = (weights * reward_log_prob * mask[:, 1:]).sum() / mask[:, 1:].sum()
+    assert reward_terms['reward_log_prob'].numpy() == pytest.approx(expected, rel=1e-4)
+  with pytest.raises(errors.ConfigError, match='reward_terminal_weight=-1'):
+    _tiny_model(reward_terminal_weight=-1.0)
+
   # Fit on the one-step prior (what imagination gives the head), or on both beliefs.
   for features in ('prior', 'both'):
     model = _tiny_model(continuation_scale=1.0, continuation_features=features, free_nats=0.0)

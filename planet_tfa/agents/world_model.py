@@ -83,6 +83,11 @@ class WorldModel(tf.Module):
       bird's-eye mask): used in the loss, never by the policy.
     rssm: the RSSM layer (gin-configurable sizes).
     reward_scale: weight of the reward log-likelihood (PlaNet: 10).
+    reward_terminal_weight: weight of the rewards of arrivals that end an
+      episode (a crash's penalty) in the reward log-likelihood, relative to
+      the others (1: PlaNet's plain likelihood). A crash's reward sits on one
+      transition per crash episode, so a mean over all steps is nearly
+      minimised by ignoring it. Adds no variables; may change on resume.
     continuation_scale: weight of the continuation head's log-likelihood
       (Dreamer's discount head): 0 (the default, for tasks that never
       terminate) builds no head; > 0 trains one on the replay's discounts
@@ -113,7 +118,8 @@ class WorldModel(tf.Module):
   """
 
   def __init__(self, observation_spec, action_spec, encoder_keys=None,
-               decoder_keys=None, rssm=None, reward_scale=10.0, continuation_scale=0.0,
+               decoder_keys=None, rssm=None, reward_scale=10.0, reward_terminal_weight=1.0,
+               continuation_scale=0.0,
                continuation_terminal_weight=1.0, continuation_features='posterior',
                free_nats=3.0,
                kl_scale=1.0, kl_balance=None, image_depth=32, image_precision='float32',
@@ -136,6 +142,11 @@ class WorldModel(tf.Module):
     self.encoder_keys = encoder_keys
     self.decoder_keys = decoder_keys
     self.reward_scale = reward_scale
+    if reward_terminal_weight <= 0:
+      raise errors.ConfigError(
+          f'WorldModel.reward_terminal_weight={reward_terminal_weight}: must be > 0 '
+          '(1: terminal rewards weigh as much as the others).')
+    self.reward_terminal_weight = float(reward_terminal_weight)
     if continuation_scale < 0:
       raise errors.ConfigError(
           f'WorldModel.continuation_scale={continuation_scale}: must be >= 0 (0: no head).')
@@ -253,15 +264,20 @@ class WorldModel(tf.Module):
     reward_pred = self.reward_decoder(feat)[:, 1:]
     reward_target = tf.cast(experience.reward[:, :-1], tf.float32)
     reward_mask = mask[:, 1:]
+    # Arriving at step t ends the episode when trajectory.discount[t-1] is 0.
+    continues = tf.cast(experience.discount[:, :-1] > 0, tf.float32)
+
+    def terminal_weighted(weight):
+      # Up-weights the rare terminals; the mean stays over steps, so 1 is the plain ELBO.
+      return 1.0 + (weight - 1.0) * (1.0 - continues)
+
     reward_log_prob = tfd.Normal(reward_pred, 1.0).log_prob(reward_target)
-    terms['reward_log_prob'] = masked_mean(reward_log_prob, reward_mask)
+    terms['reward_log_prob'] = masked_mean(
+        terminal_weighted(self.reward_terminal_weight) * reward_log_prob, reward_mask)
     total -= self.reward_scale * terms['reward_log_prob']
 
     if self.continuation_decoder is not None:
-      # Arriving at step t ends the episode when trajectory.discount[t-1] is 0.
-      continues = tf.cast(experience.discount[:, :-1] > 0, tf.float32)
-      # Up-weight the rare terminals; the mean stays over steps, so weight 1 is the plain ELBO.
-      weight = 1.0 + (self.continuation_terminal_weight - 1.0) * (1.0 - continues)
+      weight = terminal_weighted(self.continuation_terminal_weight)
       beliefs = []
       if self.continuation_features in ('posterior', 'both'):
         beliefs.append(feat)
