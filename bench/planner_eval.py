@@ -222,7 +222,7 @@ def main():
                   returns=[round(r, 1) for r in returns],
                   return_std=round(statistics.pstdev(returns), 1),
                   wall_s_per_episode=round(statistics.median(seconds), 1),
-                  all_wall_s=[round(s, 1) for s in seconds], env_steps_per_episode=steps[0],
+                  all_wall_s=[round(s, 1) for s in seconds], env_steps_per_episode=round(statistics.mean(steps), 1),
                   env_steps=steps, terminal_episodes=sum(ended),
                   train_step=int(agent.train_step_counter.numpy()), root_dir=root,
                   env_seed=args.seed, **details)

@@ -52,10 +52,11 @@ class RemoteReplay:
 
   def attach(self, agent, train_step):
     """Checks both tables fit `agent`; enables `publish()` of its collect policy."""
-    variables.check_table(self.client.server_info(), tables.EXPERIENCE_TABLE,
+    server_info = self.client.server_info()
+    variables.check_table(server_info, tables.EXPERIENCE_TABLE,
                           tables.experience_signature(agent.collect_data_spec),
                           self.address)
-    tables.check_sampler(self.client.server_info(), self.address)
+    tables.check_sampler(server_info, self.address)
     self._variables = variables.PolicyVariables(
         self.address, agent.collect_policy, train_step, client=self.client)
 
