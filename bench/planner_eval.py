@@ -18,6 +18,12 @@ the same world model:
               `cem_blind` plan from the same belief and seed; the continuation
               head scores each plan's probability that the episode still goes
               on after the horizon
+  approach    not a policy: the same question where it can be answered, on the
+              approach to a real crash. Greedy actor episodes (`--episodes`)
+              are recorded; at each of the last `--approach` beliefs before
+              every arrival that ended one in a terminal, the head scores the
+              actions really taken (which crashed) against the plans of `cem`
+              and `cem_blind` from the same belief
   model       not a policy: how well the world model predicts a plan's return.
               One greedy actor episode; every 4th step, the summed reward the
               model predicts open loop (from the filtered belief, prior means,
@@ -108,6 +114,51 @@ def terminal_check(agent, env, seeing, blind, stride=4):
       survival_per_check=[[round(float(a), 3), round(float(b), 3)] for a, b in survival])
 
 
+def taken_plan(actions, t, horizon):
+  """The actions really taken from step t, [H, A]; past the episode's end the last one repeats."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  plan = actions[t:t + horizon]
+  return np.concatenate([plan, np.repeat(plan[-1:], horizon - len(plan), 0)])
+
+
+def approach_check(episodes, seeing, blind, approach=6):
+  """At each of the last `approach` beliefs before every terminal arrival of
+  `episodes` (recorded by diagnose_run.record_episode): the continuation head's
+  P(still going on after the horizon) of the actions really taken, of `seeing`'s
+  plan and of `blind`'s, all from that belief. A planner that avoids predicted
+  ends keeps its plans' survival above the crashing actions' where the head
+  marks the crash."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from tf_agents.utils import common as tfa_common  # pylint: disable=g-import-not-at-top
+  survival_fn = tfa_common.function(seeing.plan_survival)
+  plan_fns = [tfa_common.function(seeing.plan), tfa_common.function(blind.plan)]
+  rows = []  # [steps before the crash, taken, seeing, blind]
+  crashed = [i for i, episode in enumerate(episodes) if episode['final_discount'] == 0]
+  for i in crashed:
+    actions = episodes[i]['actions']
+    for t in range(max(0, len(actions) - approach), len(actions)):
+      belief = {k: tf.constant(episodes[i][k][t:t + 1]) for k in ('deter', 'stoch')}
+      plans = [plan(belief, tf.constant([i, t]))[0] for plan in plan_fns]  # [1, H, A] each
+      taken = tf.constant(taken_plan(actions, t, seeing.horizon)[None])
+      survival = survival_fn(belief, tf.stack([taken] + plans, 1)).numpy()[0]  # [3]
+      rows.append([len(actions) - t] + [float(v) for v in survival])
+  if not rows:
+    return dict(episodes=len(episodes), terminal_episodes=0, checks=0)
+  rows = np.array(rows)
+  by_distance = {int(d): [round(float(v), 4) for v in rows[rows[:, 0] == d, 1:].mean(0)]
+                 for d in sorted(set(rows[:, 0]))}
+  return dict(
+      episodes=len(episodes), terminal_episodes=len(crashed), horizon=seeing.horizon,
+      checks=len(rows),
+      taken_survival_mean=round(float(rows[:, 1].mean()), 4),
+      seeing_plan_survival_mean=round(float(rows[:, 2].mean()), 4),
+      blind_plan_survival_mean=round(float(rows[:, 3].mean()), 4),
+      seeing_above_taken=int((rows[:, 2] > rows[:, 1]).sum()),
+      seeing_above_blind=int((rows[:, 2] > rows[:, 3]).sum()),
+      survival_by_steps_before_crash=by_distance)
+
+
 def model_check(agent, env, planner, stride=4, plan_stride=16):
   """Predicted vs real H-step returns along one greedy actor episode."""
   import numpy as np  # pylint: disable=g-import-not-at-top
@@ -146,9 +197,12 @@ def parse_args(argv=None):
   parser.add_argument('--episodes', type=int, default=5)
   parser.add_argument('--seed', type=int, default=100)
   parser.add_argument('--policies', default='sac,cem,cem_guided',
-                      help='comma list of sac, cem, cem_guided, cem_blind, model, terminals')
+                      help='comma list of sac, cem, cem_guided, cem_blind, model, terminals, '
+                      'approach')
   parser.add_argument('--planner', default='',
                       help="CemPlanningPolicy overrides, e.g. 'horizon=3,num_candidates=20'")
+  parser.add_argument('--approach', type=int, default=6,
+                      help="approach: checks per crash, at the last N beliefs before it")
   parser.add_argument('--guided_share', type=float, default=0.1)
   parser.add_argument('--guided_value', default='critic', help="terminal value or 'none'")
   return parser.parse_args(argv)
@@ -186,6 +240,24 @@ def main():
           env.close()
         common.emit('model_open_loop_return_corr', check.pop('corr'), 'correlation',
                     what='model-predicted vs real H-step return of the actor\'s actions',
+                    train_step=int(agent.train_step_counter.numpy()), root_dir=root,
+                    env_seed=args.seed, **check)
+        continue
+      if name == 'approach':
+        if agent.world_model.continuation_decoder is None:
+          raise SystemExit('approach: this run has no continuation head '
+                           '(WorldModel.continuation_scale = 0)')
+        env = suites.load_environment(seed=args.seed)
+        try:
+          episodes = [diagnose_run.record_episode(agent, env) for _ in range(args.episodes)]
+        finally:
+          env.close()
+        check = approach_check(episodes, makers['cem'](), makers['cem_blind'](), args.approach)
+        common.emit('approach_survival_seeing', check.get('seeing_plan_survival_mean'),
+                    'probability',
+                    what='P(episode goes on past the horizon) by the continuation head, '
+                    'from the beliefs just before real crashes: of the plan; taken_: of '
+                    'the actions really taken; blind_: the planner without the head',
                     train_step=int(agent.train_step_counter.numpy()), root_dir=root,
                     env_seed=args.seed, **check)
         continue

@@ -1,5 +1,6 @@
-"""bench.diagnose_run's checks on a real (tiny) world model: which belief each
-check imagines from, and which returns the critic is compared with."""
+"""bench.diagnose_run's and bench.planner_eval's checks on a real (tiny) world
+model: which belief each check imagines from, which returns the critic is
+compared with, and which plans the crash-approach check scores."""
 import os
 
 os.environ.setdefault('MUJOCO_GL', 'egl')  # Before dm_control is imported.
@@ -12,8 +13,11 @@ import tensorflow as tf
 from tf_agents.specs import tensor_spec
 
 from bench import diagnose_run
+from bench import planner_eval
 from planet_tfa.networks import rssm as rssm_lib
 import tiny_model
+
+pytestmark = pytest.mark.usefixtures('clean_gin')
 
 OBS_SPEC = {'pixels': tensor_spec.TensorSpec([64, 64, 3], tf.uint8, 'pixels'),
             'ego': tensor_spec.TensorSpec([3], tf.float32, 'ego')}
@@ -95,3 +99,37 @@ def test_the_critic_check_bootstraps_a_time_limit_but_not_a_terminal():
   rewards = np.array([1.0, 2.0, 3.0])
   assert diagnose_run.discounted_returns(rewards, 0.5, 0.0).tolist() == [2.75, 3.5, 3.0]
   assert diagnose_run.discounted_returns(rewards, 0.5, 8.0).tolist() == [3.75, 5.5, 7.0]
+
+
+def test_the_approach_check_scores_the_crashing_actions_and_both_plans_before_each_crash():
+  """bench.planner_eval's `approach` check: only the last N beliefs before a
+  terminal arrival are checked; the actions really taken (the last one
+  repeated past the end) and both planners' plans are scored from that belief
+  by the seeing planner's continuation head."""
+  model = tiny_model.world_model(OBS_SPEC, ACTION_SPEC, image_depth=8, continuation_scale=1.0)
+  agent = tiny_model.agent(OBS_SPEC, ACTION_SPEC, model=model)
+  _, crashed = _agent_and_episode(steps=5)
+  _, timed_out = _agent_and_episode(steps=4)
+  timed_out['final_discount'] = 1.0
+  planner = dict(horizon=3, num_candidates=16, top_k=4, iterations=2)
+  seeing = agent.make_policy('cem', True, **planner)
+  blind = agent.make_policy('cem', True, continuation_head=None, **planner)
+
+  actions = crashed['actions']
+  np.testing.assert_array_equal(planner_eval.taken_plan(actions, 1, 3), actions[1:4])
+  np.testing.assert_array_equal(planner_eval.taken_plan(actions, 3, 3),
+                                actions[[3, 4, 4]])
+  check = planner_eval.approach_check([timed_out, crashed], seeing, blind, approach=2)
+  assert (check['episodes'], check['terminal_episodes'], check['checks']) == (2, 1, 2)
+  assert sorted(check['survival_by_steps_before_crash']) == [1, 2]
+  # One step before the crash (t = 4): the actions taken are a_4 held for the horizon.
+  belief = {k: tf.constant(crashed[k][4:5]) for k in ('deter', 'stoch')}
+  taken = tf.constant(np.repeat(actions[4:5], 3, 0)[None, None])
+  expected = float(seeing.plan_survival(belief, taken).numpy()[0, 0])
+  assert expected < 0.999  # the head is there: a survival of 1 would not tell the plans apart
+  assert check['survival_by_steps_before_crash'][1][0] == pytest.approx(expected, abs=1e-4)
+  assert check['taken_survival_mean'] == pytest.approx(np.mean(
+      [v[0] for v in check['survival_by_steps_before_crash'].values()]), abs=1e-4)
+  # The blind planner's plan is scored by the seeing planner's head, not by its own (none).
+  assert check['blind_plan_survival_mean'] < 0.999
+  assert planner_eval.approach_check([timed_out], seeing, blind)['checks'] == 0
