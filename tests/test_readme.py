@@ -101,7 +101,7 @@ def many_collectors_recipe():
 # Every gin file a run starts from (the others are overlays included after one).
 RUN_GIN_FILES = ['dmc_cartpole_swingup.gin', 'dmc_cheetah_run.gin', 'dmc_walker_walk.gin',
                  'dmc_ball_in_cup_catch.gin', 'highway_sac.gin', 'highway_fast.gin',
-                 'carla_sac.gin']
+                 'highway_drive.gin', 'carla_sac.gin']
 
 
 @pytest.mark.slow  # one train_eval process per gin file
