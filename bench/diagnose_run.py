@@ -55,17 +55,19 @@ def parse_args(argv=None):
   return parser.parse_args(argv)
 
 
-def record_episode(agent, env):
-  """One greedy actor episode as numpy: frames, actions, rewards, and after each
-  frame the filter's belief (deter, stoch) and the features SAC sees."""
+def record_episode(agent, env, policy=None):
+  """One greedy episode as numpy: frames, actions, rewards, and after each frame
+  the filter's belief (deter, stoch) and the features SAC sees. `policy`: any
+  policy with the actor's filter state (the CEM planner has it); default the
+  greedy latent actor."""
   import numpy as np  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from tf_agents.trajectories import time_step as ts  # pylint: disable=g-import-not-at-top
   from tf_agents.utils import common as tfa_common  # pylint: disable=g-import-not-at-top
   from planet_tfa.networks import rssm as rssm_lib  # pylint: disable=g-import-not-at-top
-  actor = agent.make_policy('sac', True)
-  act = tfa_common.function(actor.action)
-  step, state = env.reset(), actor.get_initial_state(1)
+  policy = policy or agent.make_policy('sac', True)
+  act = tfa_common.function(policy.action)
+  step, state = env.reset(), policy.get_initial_state(1)
   frames, actions, rewards, deter, stoch = [], [], [], [], []
   while True:  # pylint: disable=while-used
     batched = ts.TimeStep(tf.constant([step.step_type]), tf.constant([step.reward], tf.float32),

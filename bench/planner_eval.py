@@ -13,17 +13,22 @@ the same world model:
               candidates from the actor, min-critic terminal value
   cem_blind   `cem` without the world model's continuation head: it sums the
               predicted rewards over the whole horizon, through predicted ends
+  cem_guided_blind  `cem_guided` without the continuation head
   terminals   not a policy: do plans avoid what the model predicts as terminal?
               Along one greedy actor episode, every 4th step, `cem` and
               `cem_blind` plan from the same belief and seed; the continuation
               head scores each plan's probability that the episode still goes
               on after the horizon
   approach    not a policy: the same question where it can be answered, on the
-              approach to a real crash. Greedy actor episodes (`--episodes`)
-              are recorded; at each of the last `--approach` beliefs before
-              every arrival that ended one in a terminal, the head scores the
-              actions really taken (which crashed) against the plans of `cem`
-              and `cem_blind` from the same belief
+              approach to a real crash. Greedy episodes (`--episodes`) of the
+              policy `--approach_with` names (default the actor; `cem`: the
+              planner's own crashes) are recorded; at each of the last
+              `--approach` beliefs before every arrival that ended one in a
+              terminal, the head scores the actions really taken (which
+              crashed) against the plans of `cem` and `cem_blind` from the same
+              belief. Taken actions the head scored as surviving mean the model
+              did not foresee the crash; scored as ending, the planner chose a
+              predicted end
   model       not a policy: how well the world model predicts a plan's return.
               One greedy actor episode; every 4th step, the summed reward the
               model predicts open loop (from the filtered belief, prior means,
@@ -43,6 +48,10 @@ import time
 
 from bench import common
 from bench import diagnose_run
+
+
+POLICIES = ('sac', 'cem', 'cem_guided', 'cem_blind', 'cem_guided_blind')
+CHECKS = ('model', 'terminals', 'approach')
 
 
 def _parse_overrides(text):
@@ -197,12 +206,14 @@ def parse_args(argv=None):
   parser.add_argument('--episodes', type=int, default=5)
   parser.add_argument('--seed', type=int, default=100)
   parser.add_argument('--policies', default='sac,cem,cem_guided',
-                      help='comma list of sac, cem, cem_guided, cem_blind, model, terminals, '
-                      'approach')
+                      help=f'comma list of {", ".join(POLICIES + CHECKS)}')
   parser.add_argument('--planner', default='',
                       help="CemPlanningPolicy overrides, e.g. 'horizon=3,num_candidates=20'")
   parser.add_argument('--approach', type=int, default=6,
                       help="approach: checks per crash, at the last N beliefs before it")
+  parser.add_argument('--approach_with', default='sac',
+                      help=f"approach: the policy whose greedy episodes are checked "
+                      f"(one of {', '.join(POLICIES)})")
   parser.add_argument('--guided_share', type=float, default=0.1)
   parser.add_argument('--guided_value', default='critic', help="terminal value or 'none'")
   return parser.parse_args(argv)
@@ -217,6 +228,10 @@ def main():
   from planet_tfa import layout  # pylint: disable=g-import-not-at-top
   from planet_tfa.environments import suites  # pylint: disable=g-import-not-at-top
 
+  for name in args.policies.split(',') + [args.approach_with]:
+    if name not in POLICIES + CHECKS or (name == args.approach_with and name in CHECKS):
+      raise SystemExit(f'unknown policy {name!r}: --policies takes {", ".join(POLICIES + CHECKS)}'
+                       f'; --approach_with one of {", ".join(POLICIES)}')
   root = os.path.abspath(args.root_dir)
   agent, _ = export.load_agent_from_root(root)
   planner = _parse_overrides(args.planner)
@@ -227,6 +242,8 @@ def main():
       'cem': lambda: agent.make_policy('cem', True, **planner),
       'cem_guided': lambda: agent.make_policy('cem', True, **guided),
       'cem_blind': lambda: agent.make_policy('cem', True, continuation_head=None, **planner),
+      'cem_guided_blind': lambda: agent.make_policy('cem', True, continuation_head=None,
+                                                    **guided),
   }
   # The run's task (and its action repeat, time limit) from its own config.
   gin_files.parse_run_config(os.path.join(root, layout.OPERATIVE_CONFIG))
@@ -249,7 +266,9 @@ def main():
                            '(WorldModel.continuation_scale = 0)')
         env = suites.load_environment(seed=args.seed)
         try:
-          episodes = [diagnose_run.record_episode(agent, env) for _ in range(args.episodes)]
+          recorder = makers[args.approach_with]()
+          episodes = [diagnose_run.record_episode(agent, env, recorder)
+                      for _ in range(args.episodes)]
         finally:
           env.close()
         check = approach_check(episodes, makers['cem'](), makers['cem_blind'](), args.approach)
@@ -259,7 +278,9 @@ def main():
                     'from the beliefs just before real crashes: of the plan; taken_: of '
                     'the actions really taken; blind_: the planner without the head',
                     train_step=int(agent.train_step_counter.numpy()), root_dir=root,
-                    env_seed=args.seed, **check)
+                    env_seed=args.seed, episodes_of=args.approach_with,
+                    episode_returns=[round(float(e['rewards'].sum()), 1) for e in episodes],
+                    episode_steps=[len(e['actions']) for e in episodes], **check)
         continue
       if name == 'terminals':
         if agent.world_model.continuation_decoder is None:
@@ -288,7 +309,7 @@ def main():
         details = dict(horizon=policy.horizon, num_candidates=policy.num_candidates,
                        top_k=policy.top_k, iterations=policy.iterations,
                        actor_candidates=policy.num_actor_candidates)
-        if name == 'cem_guided':
+        if name.startswith('cem_guided'):
           details['terminal_value'] = guided['terminal_value']
       common.emit(f'eval_return_{name}', round(statistics.mean(returns), 1), 'return',
                   returns=[round(r, 1) for r in returns],

@@ -133,3 +133,41 @@ def test_the_approach_check_scores_the_crashing_actions_and_both_plans_before_ea
   # The blind planner's plan is scored by the seeing planner's head, not by its own (none).
   assert check['blind_plan_survival_mean'] < 0.999
   assert planner_eval.approach_check([timed_out], seeing, blind)['checks'] == 0
+
+
+def test_an_episode_is_recorded_with_the_policy_given_and_its_filter_beliefs():
+  """planner_eval's `--approach_with cem` checks the planner's own crashes: the
+  recorded actions are the planner's (replayed frame by frame from its initial
+  state), not the actor's, and each belief is the policy state after its frame."""
+  from tf_agents.environments import random_py_environment
+  from tf_agents.specs import array_spec
+  from tf_agents.trajectories import time_step as ts
+  model = tiny_model.world_model(OBS_SPEC, ACTION_SPEC, image_depth=8, continuation_scale=1.0)
+  agent = tiny_model.agent(OBS_SPEC, ACTION_SPEC, model=model)
+  env = random_py_environment.RandomPyEnvironment(
+      {'pixels': array_spec.BoundedArraySpec([64, 64, 3], np.uint8, 0, 255, 'pixels'),
+       'ego': array_spec.BoundedArraySpec([3], np.float32, -1, 1, 'ego')},
+      array_spec.BoundedArraySpec([2], np.float32, -1, 1, 'action'),
+      min_duration=4, max_duration=4, seed=3)
+  planner = agent.make_policy('cem', True, horizon=3, num_candidates=16, top_k=4, iterations=2)
+  episode = diagnose_run.record_episode(agent, env, planner)
+  assert len(episode['actions']) == 4
+
+  def replay(policy):
+    state, actions, deter = policy.get_initial_state(1), [], []
+    for t in range(4):
+      step = ts.TimeStep(
+          tf.constant([ts.StepType.FIRST if t == 0 else ts.StepType.MID]),
+          tf.zeros([1]), tf.ones([1]),
+          {k: tf.constant(v[t:t + 1]) for k, v in episode['frames'].items()})
+      out = policy.action(step, state)
+      state = out.state
+      actions.append(out.action.numpy()[0])
+      deter.append(state['deter'].numpy()[0])
+    return np.array(actions), np.array(deter)
+
+  planner_actions, planner_deter = replay(planner)
+  np.testing.assert_allclose(episode['actions'], planner_actions, atol=1e-5)
+  np.testing.assert_allclose(episode['deter'], planner_deter, atol=1e-5)
+  actor_actions, _ = replay(agent.make_policy('sac', True))
+  assert np.abs(actor_actions - planner_actions).max() > 1e-3  # the two policies differ here

@@ -4,6 +4,8 @@ Every encoder maps one observation nest with outer dims `[...]` (batch, or
 batch and time) to an embedding `[..., embed_size]`. Images arrive as uint8
 and are rescaled to [-0.5, 0.5] here, the same range the image decoder targets.
 """
+import contextlib
+
 import gin
 import numpy as np
 import tensorflow as tf
@@ -40,6 +42,24 @@ def check_precision(precision):
         'WorldModel.image_precision in gin); mixed_float16 would need loss scaling, '
         'which the world model does not do.')
   return precision
+
+
+@contextlib.contextmanager
+def computing_in_float32(module):
+  """Within it, every bf16-computing Keras layer under `module` computes in fp32;
+  yields how many were switched. Their variables are fp32 either way, so this
+  only changes what a trace made inside it computes with: a float32 graph of a
+  mixed-precision model, for targets without bf16 (TFLite)."""
+  layers = [layer for layer in module.submodules if isinstance(layer, tf.keras.layers.Layer)
+            and layer.dtype_policy.compute_dtype == 'bfloat16']
+  policies = [layer.dtype_policy for layer in layers]
+  try:
+    for layer in layers:
+      layer._set_dtype_policy('float32')  # pylint: disable=protected-access
+    yield len(layers)
+  finally:
+    for layer, policy in zip(layers, policies):
+      layer._set_dtype_policy(policy)  # pylint: disable=protected-access
 
 
 @gin.configurable
