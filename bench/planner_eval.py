@@ -134,7 +134,8 @@ def approach_check(episodes, seeing, blind, approach=6):
   """At each of the last `approach` beliefs before every terminal arrival of
   `episodes` (recorded by diagnose_run.record_episode): the continuation head's
   P(still going on after the horizon) of the actions really taken, of `seeing`'s
-  plan and of `blind`'s, all from that belief. A planner that avoids predicted
+  plan and of `blind`'s (greedy, as each would act: on episodes `seeing` acted
+  in, the plan whose first step it took), all from that belief. A planner that avoids predicted
   ends keeps its plans' survival above the crashing actions' where the head
   marks the crash."""
   import numpy as np  # pylint: disable=g-import-not-at-top
@@ -142,13 +143,15 @@ def approach_check(episodes, seeing, blind, approach=6):
   from tf_agents.utils import common as tfa_common  # pylint: disable=g-import-not-at-top
   survival_fn = tfa_common.function(seeing.plan_survival)
   plan_fns = [tfa_common.function(seeing.plan), tfa_common.function(blind.plan)]
+  seeds = [seeing.greedy_plan_seed(), blind.greedy_plan_seed()]
   rows = []  # [steps before the crash, taken, seeing, blind]
   crashed = [i for i, episode in enumerate(episodes) if episode['final_discount'] == 0]
   for i in crashed:
     actions = episodes[i]['actions']
     for t in range(max(0, len(actions) - approach), len(actions)):
       belief = {k: tf.constant(episodes[i][k][t:t + 1]) for k in ('deter', 'stoch')}
-      plans = [plan(belief, tf.constant([i, t]))[0] for plan in plan_fns]  # [1, H, A] each
+      # The greedy planners' own seeds: on the planner's episodes, the plan it acted on.
+      plans = [plan(belief, seed)[0] for plan, seed in zip(plan_fns, seeds)]  # [1, H, A] each
       taken = tf.constant(taken_plan(actions, t, seeing.horizon)[None])
       survival = survival_fn(belief, tf.stack([taken] + plans, 1)).numpy()[0]  # [3]
       rows.append([len(actions) - t] + [float(v) for v in survival])

@@ -128,6 +128,10 @@ def test_the_approach_check_scores_the_crashing_actions_and_both_plans_before_ea
   expected = float(seeing.plan_survival(belief, taken).numpy()[0, 0])
   assert expected < 0.999  # the head is there: a survival of 1 would not tell the plans apart
   assert check['survival_by_steps_before_crash'][1][0] == pytest.approx(expected, abs=1e-4)
+  # The seeing planner's plan is the one it would act on there (its greedy seed).
+  plan_mean, _ = seeing.plan(belief, seeing.greedy_plan_seed())
+  expected_plan = float(seeing.plan_survival(belief, plan_mean[:, None]).numpy()[0, 0])
+  assert check['survival_by_steps_before_crash'][1][1] == pytest.approx(expected_plan, abs=1e-4)
   assert check['taken_survival_mean'] == pytest.approx(np.mean(
       [v[0] for v in check['survival_by_steps_before_crash'].values()]), abs=1e-4)
   # The blind planner's plan is scored by the seeing planner's head, not by its own (none).
@@ -169,5 +173,12 @@ def test_an_episode_is_recorded_with_the_policy_given_and_its_filter_beliefs():
   planner_actions, planner_deter = replay(planner)
   np.testing.assert_allclose(episode['actions'], planner_actions, atol=1e-5)
   np.testing.assert_allclose(episode['deter'], planner_deter, atol=1e-5)
+  # From each recorded belief, the plan under the greedy planner's own seed
+  # starts with the action it took there.
+  for t in range(4):
+    belief = {k: tf.constant(episode[k][t:t + 1]) for k in ('deter', 'stoch')}
+    plan_mean, _ = planner.plan(belief, planner.greedy_plan_seed())
+    np.testing.assert_allclose(np.clip(plan_mean.numpy()[0, 0], -1, 1), episode['actions'][t],
+                               atol=1e-5)
   actor_actions, _ = replay(agent.make_policy('sac', True))
   assert np.abs(actor_actions - planner_actions).max() > 1e-3  # the two policies differ here

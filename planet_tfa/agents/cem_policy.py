@@ -379,6 +379,11 @@ class CemPlanningPolicy(latent_policy.LatentFilterPolicy):
 
   # ---- TF-Agents policy interface -------------------------------------------
 
+  def greedy_plan_seed(self):
+    """The seed `plan` gets when the greedy planner acts without one: planning
+    from a belief with it gives the plan whose first step that planner took."""
+    return tfp.random.split_seed(self._seed(None), 2)[0]
+
   def _planned_action(self, time_step, policy_state, seed):
     action_seed = self._seed(seed)
     plan_seed, noise_seed = tfp.random.split_seed(action_seed, 2)
