@@ -137,7 +137,9 @@ def approach_check(episodes, seeing, blind, approach=6):
   plan and of `blind`'s (greedy, as each would act: on episodes `seeing` acted
   in, the plan whose first step it took), all from that belief. A planner that avoids predicted
   ends keeps its plans' survival above the crashing actions' where the head
-  marks the crash."""
+  marks the crash. `kept_`: from each belief after the first, the seeing plan
+  made one step earlier, less the step taken: whether the real frame left it
+  safe."""
   import numpy as np  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from tf_agents.utils import common as tfa_common  # pylint: disable=g-import-not-at-top
@@ -145,16 +147,27 @@ def approach_check(episodes, seeing, blind, approach=6):
   plan_fns = [tfa_common.function(seeing.plan), tfa_common.function(blind.plan)]
   seeds = [seeing.greedy_plan_seed(), blind.greedy_plan_seed()]
   rows = []  # [steps before the crash, taken, seeing, blind]
+  kept = []  # [steps before the crash, survival of the previous seeing plan's rest from here]
   crashed = [i for i, episode in enumerate(episodes) if episode['final_discount'] == 0]
   for i in crashed:
     actions = episodes[i]['actions']
+    previous_plan = None
     for t in range(max(0, len(actions) - approach), len(actions)):
       belief = {k: tf.constant(episodes[i][k][t:t + 1]) for k in ('deter', 'stoch')}
       # The greedy planners' own seeds: on the planner's episodes, the plan it acted on.
       plans = [plan(belief, seed)[0] for plan, seed in zip(plan_fns, seeds)]  # [1, H, A] each
       taken = tf.constant(taken_plan(actions, t, seeing.horizon)[None])
-      survival = survival_fn(belief, tf.stack([taken] + plans, 1)).numpy()[0]  # [3]
-      rows.append([len(actions) - t] + [float(v) for v in survival])
+      candidates = [taken] + plans
+      if previous_plan is not None:
+        # The plan made one step earlier, its first step done, its last held: still
+        # safe from the belief the real frame gave (the planner switched plans), or
+        # not (the world left the imagined path).
+        candidates.append(tf.constant(taken_plan(previous_plan, 1, seeing.horizon)[None]))
+      survival = survival_fn(belief, tf.stack(candidates, 1)).numpy()[0]  # [3 or 4]
+      rows.append([len(actions) - t] + [float(v) for v in survival[:3]])
+      if previous_plan is not None:
+        kept.append([len(actions) - t, float(survival[3])])
+      previous_plan = plans[0].numpy()[0]
   if not rows:
     return dict(episodes=len(episodes), terminal_episodes=0, checks=0)
   rows = np.array(rows)
@@ -168,7 +181,11 @@ def approach_check(episodes, seeing, blind, approach=6):
       blind_plan_survival_mean=round(float(rows[:, 3].mean()), 4),
       seeing_above_taken=int((rows[:, 2] > rows[:, 1]).sum()),
       seeing_above_blind=int((rows[:, 2] > rows[:, 3]).sum()),
-      survival_by_steps_before_crash=by_distance)
+      survival_by_steps_before_crash=by_distance,
+      kept_plan_survival_mean=round(float(np.mean([v for _, v in kept])), 4) if kept else None,
+      kept_plan_survival_by_steps_before_crash={
+          int(d): round(float(np.mean([v for dd, v in kept if dd == d])), 4)
+          for d in sorted({d for d, _ in kept})})
 
 
 def model_check(agent, env, planner, stride=4, plan_stride=16):

@@ -132,6 +132,14 @@ def test_the_approach_check_scores_the_crashing_actions_and_both_plans_before_ea
   plan_mean, _ = seeing.plan(belief, seeing.greedy_plan_seed())
   expected_plan = float(seeing.plan_survival(belief, plan_mean[:, None]).numpy()[0, 0])
   assert check['survival_by_steps_before_crash'][1][1] == pytest.approx(expected_plan, abs=1e-4)
+  # One step before the crash, the plan made at t = 3 less its first step, from b_4.
+  earlier = {k: tf.constant(crashed[k][3:4]) for k in ('deter', 'stoch')}
+  earlier_plan = seeing.plan(earlier, seeing.greedy_plan_seed())[0].numpy()[0]
+  rest = np.concatenate([earlier_plan[1:], earlier_plan[-1:]])[None, None]
+  expected_kept = float(seeing.plan_survival(belief, tf.constant(rest)).numpy()[0, 0])
+  assert sorted(check['kept_plan_survival_by_steps_before_crash']) == [1]
+  assert check['kept_plan_survival_by_steps_before_crash'][1] == pytest.approx(expected_kept,
+                                                                               abs=1e-4)
   assert check['taken_survival_mean'] == pytest.approx(np.mean(
       [v[0] for v in check['survival_by_steps_before_crash'].values()]), abs=1e-4)
   # The blind planner's plan is scored by the seeing planner's head, not by its own (none).
