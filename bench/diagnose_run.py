@@ -65,7 +65,8 @@ def record_episode(agent, env, policy=None):
   from tf_agents.trajectories import time_step as ts  # pylint: disable=g-import-not-at-top
   from tf_agents.utils import common as tfa_common  # pylint: disable=g-import-not-at-top
   from planet_tfa.networks import rssm as rssm_lib  # pylint: disable=g-import-not-at-top
-  policy = policy or agent.make_policy('sac', True)
+  if policy is None:
+    policy = agent.make_policy('sac', True)
   act = tfa_common.function(policy.action)
   step, state = env.reset(), policy.get_initial_state(1)
   frames, actions, rewards, deter, stoch = [], [], [], [], []

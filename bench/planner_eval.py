@@ -248,10 +248,12 @@ def main():
   from planet_tfa import layout  # pylint: disable=g-import-not-at-top
   from planet_tfa.environments import suites  # pylint: disable=g-import-not-at-top
 
-  for name in args.policies.split(',') + [args.approach_with]:
-    if name not in POLICIES + CHECKS or (name == args.approach_with and name in CHECKS):
-      raise SystemExit(f'unknown policy {name!r}: --policies takes {", ".join(POLICIES + CHECKS)}'
-                       f'; --approach_with one of {", ".join(POLICIES)}')
+  unknown = [name for name in args.policies.split(',') if name not in POLICIES + CHECKS]
+  if args.approach_with not in POLICIES:
+    unknown.append(args.approach_with)
+  if unknown:
+    raise SystemExit(f'unknown policy {unknown[0]!r}: --policies takes '
+                     f'{", ".join(POLICIES + CHECKS)}; --approach_with one of {", ".join(POLICIES)}')
   root = os.path.abspath(args.root_dir)
   agent, _ = export.load_agent_from_root(root)
   planner = _parse_overrides(args.planner)

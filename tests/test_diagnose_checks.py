@@ -190,3 +190,19 @@ def test_an_episode_is_recorded_with_the_policy_given_and_its_filter_beliefs():
                                atol=1e-5)
   actor_actions, _ = replay(agent.make_policy('sac', True))
   assert np.abs(actor_actions - planner_actions).max() > 1e-3  # the two policies differ here
+
+
+@pytest.mark.parametrize('flags', [['--policies=sac,cme'], ['--approach_with=approach']])
+def test_planner_eval_names_an_unknown_policy_before_loading_anything(flags):
+  """A typo stops the program at once, naming it and the valid names (the root is never read)."""
+  import subprocess
+  import sys
+  result = subprocess.run(
+      [sys.executable, '-m', 'bench.planner_eval', '--root_dir=/nonexistent/root'] + flags,
+      capture_output=True, text=True, timeout=120, check=False,
+      cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+  assert result.returncode != 0
+  name = flags[0].split('=')[1].split(',')[-1]
+  assert f"unknown policy '{name}'" in result.stderr
+  assert '--approach_with one of sac, cem' in result.stderr
+  assert 'Traceback' not in result.stderr
