@@ -70,6 +70,7 @@ def machine():
   info['tcmalloc'] = TCMALLOC if os.path.exists(TCMALLOC) else None
   info['cpu_flags'] = hardware.cpu_info()['flags']
   info['onednn_env'] = os.environ.get(hardware.ONEDNN_ENV)
+  info['isa_caps'] = hardware.isa_caps()
   info['date'] = datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')
   return info
 

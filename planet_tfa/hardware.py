@@ -7,6 +7,10 @@ turns them on for every CPU unless the user set `TF_ENABLE_ONEDNN_OPTS`
 themselves; it must run before TensorFlow is imported (`planet_tfa/__init__`
 calls it). bf16 convolutions pay off only with bf16 units (AVX512_BF16, AMX)
 or a GPU, and are 4-6x slower without them: `image_precision('auto')` picks.
+A user (or a benchmark emulating an older CPU) can cap the instruction sets the
+libraries dispatch to (`ONEDNN_MAX_CPU_ISA=AVX2`, PyTorch's `ATEN_CPU_CAPABILITY`,
+MKL's `MKL_ENABLE_INSTRUCTIONS`): a cap below bf16 counts as no bf16 units, and
+every record of the CPU path names the caps in effect.
 
 Nothing here imports TensorFlow at module level: `planet_tfa` imports this
 module before TensorFlow is loaded.
@@ -19,6 +23,13 @@ import sys
 ONEDNN_ENV = 'TF_ENABLE_ONEDNN_OPTS'
 # /proc/cpuinfo flag names of the features the figures depend on.
 FLAGS_OF_INTEREST = ('avx2', 'avx512f', 'avx512_bf16', 'amx_bf16', 'amx_tile')
+# Environment variables that cap the instruction sets oneDNN (TensorFlow's and
+# PyTorch's), PyTorch's own kernels and MKL dispatch to.
+ONEDNN_ISA_ENV = 'ONEDNN_MAX_CPU_ISA'
+ISA_CAP_ENVS = (ONEDNN_ISA_ENV, 'DNNL_MAX_CPU_ISA', 'ATEN_CPU_CAPABILITY',
+                'MKL_ENABLE_INSTRUCTIONS')
+# oneDNN ISA names that include bf16 arithmetic (its cap is an upper bound).
+_BF16_ISA_MARKERS = ('BF16', 'AMX', 'FP16', 'AVX10', 'ALL', 'DEFAULT')
 
 
 def prefer_onednn(environ=None):
@@ -50,21 +61,36 @@ def cpu_info(cpuinfo_path='/proc/cpuinfo'):
   return {'cpu': model, 'flags': [f for f in FLAGS_OF_INTEREST if f in flags]}
 
 
-def cpu_kind(info=None):
+def cpu_kind(info=None, environ=None):
   """A file-name slug of the CPU model and its widest vector units, e.g.
-  'amd-epyc-avx2' or 'amd-epyc-avx512-bf16': benchmark figures are kept per kind."""
+  'amd-epyc-avx2' or 'amd-epyc-avx512-bf16': benchmark figures are kept per kind.
+  A oneDNN ISA cap makes its own kind ('amd-epyc-avx512-bf16-isa-avx2')."""
   info = info or cpu_info()
+  caps = isa_caps(environ)
+  onednn_cap = caps.get(ONEDNN_ISA_ENV) or caps.get('DNNL_MAX_CPU_ISA')
   model = re.sub(r'\((R|TM|tm|r)\)|\bCPU\b|\bProcessor\b|@.*$|\d+-Core', ' ', info['cpu'])
   slug = re.sub(r'[^a-z0-9]+', '-', model.lower()).strip('-') or 'unknown-cpu'
   flags = info['flags']
   units = ('avx512-bf16' if 'avx512_bf16' in flags or 'amx_bf16' in flags
            else 'avx512' if 'avx512f' in flags else 'avx2' if 'avx2' in flags else 'baseline')
-  return f'{slug}-{units}'
+  capped = f'-isa-{re.sub(r"[^a-z0-9]+", "-", onednn_cap.lower())}' if onednn_cap else ''
+  return f'{slug}-{units}{capped}'
 
 
-def has_bf16_units(info=None):
-  """bf16 arithmetic in hardware: AVX512_BF16 or AMX on the CPU."""
+def isa_caps(environ=None):
+  """{variable: value} of the ISA caps set in the environment (empty: none)."""
+  environ = os.environ if environ is None else environ
+  return {name: environ[name] for name in ISA_CAP_ENVS if environ.get(name)}
+
+
+def has_bf16_units(info=None, environ=None):
+  """bf16 arithmetic in hardware (AVX512_BF16 or AMX on the CPU) that oneDNN may use:
+  not when its ISA is capped below bf16 (e.g. ONEDNN_MAX_CPU_ISA=AVX2)."""
   flags = (info or cpu_info())['flags']
+  caps = isa_caps(environ)
+  onednn_cap = (caps.get(ONEDNN_ISA_ENV) or caps.get('DNNL_MAX_CPU_ISA') or 'ALL').upper()
+  if not any(marker in onednn_cap for marker in _BF16_ISA_MARKERS):
+    return False
   return 'avx512_bf16' in flags or 'amx_bf16' in flags
 
 
@@ -80,12 +106,12 @@ def gpu_available():
   return bool(tf.config.list_physical_devices('GPU'))
 
 
-def image_precision(requested, info=None, gpu=None):
-  """'auto' -> 'mixed_bfloat16' on a GPU or a CPU with bf16 units, else 'float32'."""
+def image_precision(requested, info=None, gpu=None, environ=None):
+  """'auto' -> 'mixed_bfloat16' on a GPU or a CPU with usable bf16 units, else 'float32'."""
   if requested != 'auto':
     return requested
   gpu = gpu_available() if gpu is None else gpu
-  return 'mixed_bfloat16' if gpu or has_bf16_units(info) else 'float32'
+  return 'mixed_bfloat16' if gpu or has_bf16_units(info, environ) else 'float32'
 
 
 def describe():
@@ -98,6 +124,7 @@ def describe():
       'onednn': onednn_enabled() if 'tensorflow' in sys.modules else None,
       'onednn_env': os.environ.get(ONEDNN_ENV),
       'allocator': 'tcmalloc' if 'tcmalloc' in preload else 'glibc',
+      'isa_caps': isa_caps(),
   }
 
 
@@ -106,5 +133,6 @@ def summary_line():
   d = describe()
   flags = ','.join(d['cpu_flags']) or 'none of ' + ','.join(FLAGS_OF_INTEREST)
   onednn = {True: 'on', False: 'off', None: 'unknown'}[d['onednn']]
+  caps = ''.join(f'; {name}={value}' for name, value in d['isa_caps'].items())
   return (f"CPU path: {d['cpu']} [{flags}]; TensorFlow oneDNN {onednn} "
-          f"({ONEDNN_ENV}={d['onednn_env']}); allocator {d['allocator']}")
+          f"({ONEDNN_ENV}={d['onednn_env']}){caps}; allocator {d['allocator']}")

@@ -38,6 +38,38 @@ def test_auto_precision_follows_the_hardware(tmp_path, flags, gpu, expected):
   assert hardware.image_precision('float32', info=info, gpu=gpu) == 'float32'
 
 
+@pytest.mark.parametrize('cap, expected', [
+    ({}, 'mixed_bfloat16'),
+    ({'ONEDNN_MAX_CPU_ISA': 'AVX2'}, 'float32'),              # an AVX2 CPU emulated
+    ({'ONEDNN_MAX_CPU_ISA': 'avx512_core'}, 'float32'),       # AVX-512 without bf16
+    ({'DNNL_MAX_CPU_ISA': 'AVX2'}, 'float32'),                # oneDNN's older name
+    ({'ONEDNN_MAX_CPU_ISA': 'AVX512_CORE_BF16'}, 'mixed_bfloat16'),
+    ({'ONEDNN_MAX_CPU_ISA': 'ALL'}, 'mixed_bfloat16'),
+    ({'ATEN_CPU_CAPABILITY': 'avx2'}, 'mixed_bfloat16'),      # PyTorch's cap: not TensorFlow's
+])
+def test_an_isa_cap_below_bf16_counts_as_no_bf16_units_and_names_its_own_kind(cap, expected):
+  bf16_cpu = {'cpu': 'AMD EPYC 9B14', 'flags': ['avx2', 'avx512f', 'avx512_bf16']}
+  assert hardware.image_precision('auto', info=bf16_cpu, gpu=False, environ=cap) == expected
+  assert hardware.isa_caps(cap) == cap
+  onednn_cap = cap.get('ONEDNN_MAX_CPU_ISA') or cap.get('DNNL_MAX_CPU_ISA')
+  kind = hardware.cpu_kind(bf16_cpu, environ=cap)
+  # Figures measured under a cap never land in the uncapped CPU's document.
+  assert kind == ('amd-epyc-9b14-avx512-bf16'
+                  + (f'-isa-{onednn_cap.lower().replace("_", "-")}' if onednn_cap else ''))
+
+
+def test_the_cpu_path_record_and_log_line_name_the_caps_in_effect(monkeypatch):
+  monkeypatch.setenv('ONEDNN_MAX_CPU_ISA', 'AVX2')
+  monkeypatch.setenv('MKL_ENABLE_INSTRUCTIONS', 'AVX2')
+  record = hardware.describe()
+  assert record['isa_caps'] == {'ONEDNN_MAX_CPU_ISA': 'AVX2', 'MKL_ENABLE_INSTRUCTIONS': 'AVX2'}
+  line = hardware.summary_line()
+  assert 'ONEDNN_MAX_CPU_ISA=AVX2' in line and 'MKL_ENABLE_INSTRUCTIONS=AVX2' in line
+  monkeypatch.delenv('ONEDNN_MAX_CPU_ISA')
+  monkeypatch.delenv('MKL_ENABLE_INSTRUCTIONS')
+  assert hardware.describe()['isa_caps'] == {} and 'ISA' not in hardware.summary_line()
+
+
 _LOSS_SCRIPT = textwrap.dedent("""\
     import json, sys
     sys.path.insert(0, 'tests')
