@@ -361,6 +361,7 @@ def _loop(run, s, experiment, progress, hooks, stop, ended):
         experiment, run.agent, run.replay.address, s['batch_size'], s['sample_timeout_s'])
   train_fn = common.function(run.agent.train)
   sac_only_fn = common.function(run.agent.train_sac_only)
+  progress.loop_starts(run.counters()['env_steps'])
   progress.rates(run.counters())
   state = hooks_lib.IterationState(int(run.iteration.numpy()), int(run.train_step.numpy()),
                                    run.counters()['env_steps'], {})

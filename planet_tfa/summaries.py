@@ -45,7 +45,10 @@ class Progress:
 
   The ETA is the nearest of the run's ends: `total` iterations, the
   `time_budget_s` and the `env_step_budget` (agent steps, as `env_steps`
-  counts them), each extrapolated from this start's rate.
+  counts them), each extrapolated from this start's rate. The rates are
+  counted from `loop_starts()`, so one-off work before the loop (the world
+  model's pre-training: an hour on the DMC recipe) does not stretch the ETA;
+  elapsed time and the time budget still count from the start.
   """
 
   # Above this, num_iterations is a "no limit" placeholder: not worth printing.
@@ -59,6 +62,7 @@ class Progress:
     self.env_step_budget = env_step_budget
     self.start_env_steps = start_env_steps
     self.started_at = time.time()
+    self.loop_started_at = None  # None: rates count from the start
     self._last_time = self.started_at
     self._last = {}
 
@@ -71,8 +75,14 @@ class Progress:
     self._last_time = now
     return rates
 
+  def loop_starts(self, env_steps):
+    """The train loop begins: rates (and so the ETA) count from here, at `env_steps`."""
+    self.loop_started_at = time.time()
+    self.start_env_steps = env_steps
+
   def eta(self, iteration, env_steps=None):
-    elapsed = time.time() - self.started_at
+    since = self.started_at if self.loop_started_at is None else self.loop_started_at
+    elapsed = time.time() - since
     estimates = []
     done = iteration - self.start
     if done > 0:
@@ -82,7 +92,7 @@ class Progress:
       if collected > 0:
         estimates.append(elapsed / collected * max(0, self.env_step_budget - env_steps))
     if self.time_budget_s is not None:
-      estimates.append(max(0.0, self.time_budget_s - elapsed))
+      estimates.append(max(0.0, self.time_budget_s - (time.time() - self.started_at)))
     return min(estimates) if estimates else None
 
   def line(self, iteration, fields, env_steps=None):

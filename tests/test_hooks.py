@@ -111,6 +111,21 @@ def test_progress_eta_is_the_nearest_budget():
   assert progress.line(5, {}).startswith('iter 5 |')  # no "/1000000000"
 
 
+def test_progress_eta_leaves_out_the_work_before_the_loop_but_the_time_budget_does_not():
+  progress = summaries.Progress(10**9, start=0, time_budget_s=7200.0, env_step_budget=25000,
+                                start_env_steps=0)
+  progress.loop_starts(1250)
+  # 50 min of warm-up and model pre-training (1250 steps), then 500 agent steps in a minute.
+  progress.started_at -= 3060.0
+  progress.loop_started_at -= 60.0
+  # 23,250 steps left at 500 per minute: 46.5 min, not the 2.4 days that counting
+  # the pre-training's 50 minutes as collection time would give.
+  assert progress.eta(2, env_steps=1750) == pytest.approx(46.5 * 60, rel=0.01)
+  # The time budget counts the whole run: 7200 - 3060 s left.
+  progress.env_step_budget = None
+  assert progress.eta(2, env_steps=1750) == pytest.approx(4140.0, rel=0.01)
+
+
 def test_step_progress_reports_within_an_iteration_at_its_interval():
   now = [0.0]
   lines = []
