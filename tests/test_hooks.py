@@ -6,6 +6,7 @@ import os
 import numpy as np
 import pytest
 import tensorflow as tf
+from tf_agents.agents import tf_agent
 from tf_agents.environments import tf_py_environment
 from tf_agents.policies import random_tf_policy
 
@@ -101,6 +102,21 @@ def test_progress_hook_prints_counters_returns_and_an_eta():
   assert lines[0].startswith('iter 2/10 | train step 20 | env steps 40 | replay windows 123')
   assert 'return 7.5' in lines[0] and 'eval return 4.25' in lines[0]
   assert 'ETA' in lines[0]
+
+
+def test_progress_hook_shows_the_images_error_not_the_model_loss_its_constant_hides():
+  lines = []
+  hook = hooks.ProgressHook(summaries.Progress(10, start=0), {'return': tf.keras.metrics.Mean()},
+                            printer=lambda line, flush: lines.append(line))
+  extra = {'model_loss': 11310.7, 'pixels_log_prob': -11300.0, 'pixels_image_mse': 0.004,
+           'bev_image_mse': 0.002, 'kl': 3.25, 'reward_mse': 0.015, 'critic_loss': 2.0}
+  hook(state(1, loss_info=tf_agent.LossInfo(loss=11312.0, extra=extra)))
+  # The mean over the decoded images, beside KL and the reward error (not the reward's mse).
+  assert '| image mse 0.003 | kl 3.25 | reward mse 0.015 |' in lines[0]
+  assert 'model loss' not in lines[0]
+  # A model decoding no image shows no image error.
+  hook(state(2, loss_info=tf_agent.LossInfo(loss=1.0, extra={'kl': 1.0, 'reward_mse': 0.5})))
+  assert 'image mse' not in lines[1] and 'kl 1 | reward mse 0.5' in lines[1]
 
 
 def test_progress_eta_is_the_nearest_budget():

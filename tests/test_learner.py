@@ -98,7 +98,7 @@ def test_run_writes_config_checkpoints_summaries_and_policies(tiny_run):
   assert len(glob.glob(str(root / 'eval' / 'videos' / 'eval_*.gif'))) == 2
   # Progress lines with rates and ETA, then the summary.
   assert 'iter 3/3' in stdout and 'env steps/s' in stdout and 'ETA' in stdout
-  assert ' kl ' in stdout and 'reward mse' in stdout
+  assert 'image mse' in stdout and ' kl ' in stdout and 'reward mse' in stdout
   assert '=== run summary ===' in stdout
   assert re.search(r'stopped_by +num_iterations', stdout)
   for name in ('greedy_policy', 'collect_policy'):

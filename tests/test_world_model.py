@@ -201,6 +201,10 @@ def test_loss_terms_match_hand_computation():
     value = mean(normal_log_prob(model.decoders[key](feat).numpy(), target, axes), mask)
     assert terms[f'{key}_log_prob'].numpy() == pytest.approx(value, rel=1e-4), key
     expected -= value
+    if key != 'ego':  # images only: their squared error per pixel channel, masked like the NLL
+      error = np.square(model.decoders[key](feat).numpy() - target).mean(axis=axes)
+      assert terms[f'{key}_image_mse'].numpy() == pytest.approx(mean(error, mask), rel=1e-4), key
+  assert 'ego_image_mse' not in terms
   reward_pred = model.reward_decoder(feat).numpy()[:, 1:]
   reward_value = mean(normal_log_prob(reward_pred, reward[:, :-1], ()), mask[:, 1:])
   assert terms['reward_log_prob'].numpy() == pytest.approx(reward_value, rel=1e-4)
