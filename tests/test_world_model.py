@@ -198,11 +198,12 @@ def test_loss_terms_match_hand_computation():
   expected = 0.0
   for key, axes in (('pixels', (2, 3, 4)), ('bev', (2, 3, 4)), ('ego', 2)):
     target = obs[key] / 255.0 - 0.5 if obs[key].dtype == np.uint8 else obs[key]
-    value = mean(normal_log_prob(model.decoders[key](feat).numpy(), target, axes), mask)
+    pred = model.decoders[key](feat).numpy()
+    value = mean(normal_log_prob(pred, target, axes), mask)
     assert terms[f'{key}_log_prob'].numpy() == pytest.approx(value, rel=1e-4), key
     expected -= value
     if key != 'ego':  # images only: their squared error per pixel channel, masked like the NLL
-      error = np.square(model.decoders[key](feat).numpy() - target).mean(axis=axes)
+      error = np.square(pred - target).mean(axis=axes)
       assert terms[f'{key}_image_mse'].numpy() == pytest.approx(mean(error, mask), rel=1e-4), key
   assert 'ego_image_mse' not in terms
   reward_pred = model.reward_decoder(feat).numpy()[:, 1:]

@@ -255,7 +255,7 @@ class WorldModel(tf.Module):
         event_dims = 3
         # The image log-prob is ~0.92 nats per pixel channel of constant; its
         # squared error per pixel channel is what shows reconstruction improve.
-        pixel_error = tf.reduce_mean(tf.square(tf.cast(pred, tf.float32) - target), [-3, -2, -1])
+        pixel_error = tf.reduce_mean(tf.square(pred - target), [-3, -2, -1])
         terms[f'{key}_image_mse'] = masked_mean(pixel_error, mask)
       else:
         target = tf.cast(target, tf.float32)
