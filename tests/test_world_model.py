@@ -175,11 +175,13 @@ def test_padding_after_last_does_not_change_the_loss():
   assert abs(loss(changed, clean_action, clean_reward)[0] - clean_total) > 10.0
 
 
-def test_loss_terms_match_hand_computation():
-  """Targets in [-0.5, 0.5], reward t-1 predicted at t, masks and scales as documented."""
+@pytest.mark.parametrize('image_std', [1.0, 0.3])
+def test_loss_terms_match_hand_computation(image_std):
+  """Targets in [-0.5, 0.5], reward t-1 predicted at t, masks and scales as
+  documented; the images' likelihood has `image_std`, the vector's a unit std."""
   tf.random.set_seed(0)
   rng = np.random.default_rng(2)
-  model = _tiny_model(reward_scale=7.0, free_nats=0.0, kl_scale=0.5)
+  model = _tiny_model(reward_scale=7.0, free_nats=0.0, kl_scale=0.5, image_std=image_std)
   step_type = np.array([[F, M, L, L], [F, M, M, M]], np.int32)
   mask = np.array([[1, 1, 1, 0], [1, 1, 1, 1]], np.float32)
   obs = _random_observation(rng, [2, 4])
@@ -189,8 +191,9 @@ def test_loss_terms_match_hand_computation():
       {k: tf.constant(v) for k, v in obs.items()}, action, step_type, reward))
   feat = rssm_lib.features(post)
 
-  def normal_log_prob(pred, target, event_axes):
-    return np.sum(-0.5 * np.square(pred - target) - 0.5 * np.log(2 * np.pi), event_axes)
+  def normal_log_prob(pred, target, event_axes, std=1.0):
+    return np.sum(-0.5 * np.square((pred - target) / std) - np.log(std)
+                  - 0.5 * np.log(2 * np.pi), event_axes)
 
   def mean(values, m):
     return (values * m).sum() / m.sum()
@@ -199,7 +202,8 @@ def test_loss_terms_match_hand_computation():
   for key, axes in (('pixels', (2, 3, 4)), ('bev', (2, 3, 4)), ('ego', 2)):
     target = obs[key] / 255.0 - 0.5 if obs[key].dtype == np.uint8 else obs[key]
     pred = model.decoders[key](feat).numpy()
-    value = mean(normal_log_prob(pred, target, axes), mask)
+    std = 1.0 if key == 'ego' else image_std
+    value = mean(normal_log_prob(pred, target, axes, std), mask)
     assert terms[f'{key}_log_prob'].numpy() == pytest.approx(value, rel=1e-4), key
     expected -= value
     if key != 'ego':  # images only: their squared error per pixel channel, masked like the NLL
@@ -215,6 +219,12 @@ def test_loss_terms_match_hand_computation():
   expected += 0.5 * terms['kl'].numpy()
   assert total.numpy() == pytest.approx(expected, rel=1e-5)
   assert terms['model_loss'].numpy() == pytest.approx(total.numpy())
+
+
+@pytest.mark.parametrize('image_std', [0.0, -0.3, float('nan'), float('inf'), '0.3', True])
+def test_a_bad_image_std_is_refused_with_its_setting_named(image_std):
+  with pytest.raises(errors.ConfigError, match='WorldModel.image_std=.*must be a finite number > 0'):
+    _tiny_model(image_std=image_std)
 
 
 def test_the_continuation_head_is_fit_to_the_arrival_that_ends_the_episode():
