@@ -21,6 +21,11 @@
                                 any per-call dispatch
   policy_latency_xla_ms         `tf.function(policy.action, jit_compile=True)`:
                                 XLA fuses the step's ~100 small ops into few
+  policy_call_conv_ms           TensorFlow's profiler over in-process calls: the
+                                image encoder's convolutions per call, beside
+                                the matmuls, the other ops and the whole
+                                function's execution (a profile of the call,
+                                not a guess; the profiler adds its own cost)
   replay_checkpoint_{dmc,noise}_s  `ReplayServer.checkpoint()` of the experience
                                 table filled to `--fill_steps` env steps (default:
                                 the default capacity, 100k) of 126-step episodes
@@ -33,6 +38,7 @@ run) and incompressible noise (`noise`, the worst case). A fill below
 the capacity is extrapolated linearly to it and says so.
 """
 import argparse
+import os
 import shutil
 import statistics
 import time
@@ -188,7 +194,59 @@ def latency_bounds(args, policy, time_step_spec, frames, loop_steps=100):
   lines.append(common.emit('policy_latency_xla_ms', round(statistics.median(times), 3), 'ms',
                            batch=1, how='tf.function(policy.action, jit_compile=True)',
                            first_call_with_compile_s=round(compile_s, 2), **_ms_stats(times)))
+  lines += op_profile(args, policy, time_step_spec, frames)
   return lines
+
+
+# Executor bookkeeping spans that contain the op spans, so not ops themselves.
+_EXECUTOR_SPANS = ('ExecutorState::Process', 'ExecutorDoneCallback')
+
+
+def op_profile(args, policy, time_step_spec, frames):
+  """Per call: ms in convolutions, matmuls, other ops, and the function's run."""
+  import json  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from tf_agents.utils import common as tfa_common  # pylint: disable=g-import-not-at-top
+  try:  # Turns the profiler's trace into JSON; private, so it may move.
+    from tensorflow.python.profiler.internal import _pywrap_profiler  # pylint: disable=g-import-not-at-top
+  except ImportError as error:
+    print(f'policy_call_conv_ms skipped: no trace converter in this TensorFlow ({error})')
+    return []
+  action_fn = tfa_common.function(policy.action)
+  latency(action_fn, policy.get_initial_state(1), time_step_spec, frames, 1, args.warmup)
+  log_dir = common.tmpdir('policy_profile')
+  try:
+    tf.profiler.experimental.start(log_dir)
+    latency(action_fn, policy.get_initial_state(1), time_step_spec, frames, args.calls, 0)
+    tf.profiler.experimental.stop()
+    traces = [os.path.join(d, f) for d, _, files in os.walk(log_dir)
+              for f in files if f.endswith('.xplane.pb')]
+    data, ok = _pywrap_profiler.xspace_to_tools_data(traces, 'trace_viewer@', {})
+    if not ok:
+      print('policy_call_conv_ms skipped: the profiler trace did not convert')
+      return []
+    events = json.loads(data)['traceEvents']
+  finally:
+    shutil.rmtree(log_dir, ignore_errors=True)
+  threads = {(e['pid'], e['tid']): e['args']['name'] for e in events
+             if e.get('ph') == 'M' and e.get('name') == 'thread_name'}
+  us = {'conv': 0.0, 'matmul': 0.0, 'other_ops': 0.0, 'function_run': 0.0}
+  for event in events:
+    if event.get('ph') != 'X':
+      continue
+    name, thread = event['name'], threads.get((event['pid'], event['tid']), '')
+    if name == 'KernelAndDeviceFunc::Run':
+      us['function_run'] += event['dur']
+    elif thread.startswith('tf_Compute') and name not in _EXECUTOR_SPANS:
+      kind = 'conv' if 'Conv2D' in name else 'matmul' if 'MatMul' in name else 'other_ops'
+      us[kind] += event['dur']
+  per_call = {k: round(v / args.calls / 1e3, 3) for k, v in us.items()}
+  share = round(per_call['conv'] / per_call['function_run'], 2) if per_call['function_run'] else None
+  return [common.emit(
+      'policy_call_conv_ms', per_call['conv'], 'ms', batch=1, calls=args.calls,
+      matmul_ms=per_call['matmul'], other_ops_ms=per_call['other_ops'],
+      function_run_ms=per_call['function_run'], conv_share_of_function_run=share,
+      how='tf.profiler trace of common.function(agent.policy.action) calls')]
 
 
 def replay_persistence(args, data_spec, frames, kind):

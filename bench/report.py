@@ -71,6 +71,9 @@ process, so peak RSS is that process's own.
   step against its 1 ms goal: a tf.function with the same inputs that does nothing (dispatch);
   100 steps in one `tf.while_loop` call, per step (the graph's own work, no dispatch); the step
   under `jit_compile=True` (XLA fuses its small ops).
+- **policy_call_conv_ms**: TensorFlow's profiler over the in-process calls: per call, the
+  ms in the image encoder's convolutions, beside the matmuls, the other ops and the whole
+  function's run (`conv_share_of_function_run`); the profiler's own cost inflates all of them.
 - **planner_action_ms / planner_guided_action_ms / sac_action_ms** (`bench/planner_bench.py`):
   `common.function(policy.action)` at batch 1 on real cartpole frames, state carried over;
   the planner with PlaNet's defaults (horizon 12, 1000 candidates, top 100, 10 iterations),
@@ -206,6 +209,10 @@ def _summary(by_name):
       bounds = (f"; a call that does nothing costs {get('policy_call_floor_ms')} ms, the "
                 f"step's graph alone {get('policy_step_in_graph_ms')} ms, under XLA "
                 f"{get('policy_latency_xla_ms')} ms")
+    conv = by_name.get('policy_call_conv_ms')
+    if conv is not None and conv.get('conv_share_of_function_run') is not None:
+      bounds += (f"; profiled, the convolutions are {conv['conv_share_of_function_run']:.0%} "
+                 'of the function\'s run')
     out.append(f"- Policy step at batch 1: {get('policy_latency_inprocess_ms')} ms in-process, "
                f"{get('policy_latency_savedmodel_ms')} ms from the SavedModel"
                + (f", {get('policy_latency_tflite_ms')} ms from its TFLite model"

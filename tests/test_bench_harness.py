@@ -165,6 +165,20 @@ def test_report_files_figures_under_their_topic_sections():
       assert entry.command() in text
 
 
+def test_policy_summary_names_what_the_profile_puts_in_the_convolutions():
+  lines = [_line('policy_latency_inprocess_ms', 'Policy latency', value=1.1),
+           _line('policy_latency_savedmodel_ms', 'Policy latency', value=1.2),
+           _line('policy_call_floor_ms', 'Policy latency', value=0.3),
+           _line('policy_step_in_graph_ms', 'Policy latency', value=0.5),
+           _line('policy_latency_xla_ms', 'Policy latency', value=1.2)]
+  text = report.render(lines, common.machine(), 'python -m bench', 1.0)
+  assert 'convolutions are' not in text  # no profile, no claim
+  lines.append(_line('policy_call_conv_ms', 'Policy latency', value=0.7, function_run_ms=1.0,
+                     conv_share_of_function_run=0.7))
+  text = report.render(lines, common.machine(), 'python -m bench', 1.0)
+  assert "profiled, the convolutions are 70% of the function's run" in text
+
+
 def test_tcmalloc_speedup_is_derived_from_both_train_runs():
   lines = [_line('train_step_s_d32', 'Training step', value=0.6, min_s=0.5, max_s=0.7),
            _line('train_step_s_d32_tcmalloc', 'Training step', value=0.5)]
