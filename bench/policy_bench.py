@@ -105,6 +105,7 @@ def policy_figures(args, agent, time_step_spec, frames):
       batch=1, policy='greedy', how='common.function(agent.policy.action)',
       first_call_with_tracing_s=round(first_s, 2), **_ms_stats(times)))
   lines += latency_bounds(args, policy, time_step_spec, frames)
+  lines += op_profile(args, policy, action_fn, time_step_spec, frames)
 
   out_dir = common.tmpdir('export')
   try:
@@ -194,7 +195,6 @@ def latency_bounds(args, policy, time_step_spec, frames, loop_steps=100):
   lines.append(common.emit('policy_latency_xla_ms', round(statistics.median(times), 3), 'ms',
                            batch=1, how='tf.function(policy.action, jit_compile=True)',
                            first_call_with_compile_s=round(compile_s, 2), **_ms_stats(times)))
-  lines += op_profile(args, policy, time_step_spec, frames)
   return lines
 
 
@@ -202,18 +202,16 @@ def latency_bounds(args, policy, time_step_spec, frames, loop_steps=100):
 _EXECUTOR_SPANS = ('ExecutorState::Process', 'ExecutorDoneCallback')
 
 
-def op_profile(args, policy, time_step_spec, frames):
-  """Per call: ms in convolutions, matmuls, other ops, and the function's run."""
+def op_profile(args, policy, action_fn, time_step_spec, frames):
+  """Per call of the traced, warmed-up `action_fn`: ms in convolutions, matmuls,
+  other ops, and the function's run."""
   import json  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from tf_agents.utils import common as tfa_common  # pylint: disable=g-import-not-at-top
   try:  # Turns the profiler's trace into JSON; private, so it may move.
     from tensorflow.python.profiler.internal import _pywrap_profiler  # pylint: disable=g-import-not-at-top
   except ImportError as error:
     print(f'policy_call_conv_ms skipped: no trace converter in this TensorFlow ({error})')
     return []
-  action_fn = tfa_common.function(policy.action)
-  latency(action_fn, policy.get_initial_state(1), time_step_spec, frames, 1, args.warmup)
   log_dir = common.tmpdir('policy_profile')
   try:
     tf.profiler.experimental.start(log_dir)
