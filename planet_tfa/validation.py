@@ -8,7 +8,6 @@ and exits 2, as it does for a misspelled gin binding.
 """
 import errno
 import inspect
-import numbers
 import os
 import tempfile
 
@@ -17,6 +16,7 @@ from gin import config_parser as gin_config_parser
 
 from planet_tfa import errors
 from planet_tfa import layout
+from planet_tfa import setting_values
 from planet_tfa.agents import cem_policy
 from planet_tfa.agents import latent_sac_agent
 from planet_tfa.environments import highway
@@ -27,18 +27,10 @@ class SettingError(errors.ConfigError):
   """A setting has a value the run cannot use."""
 
 
-def _is_whole(value):
-  return isinstance(value, numbers.Integral) and not isinstance(value, bool)
-
-
-def _is_number(value):
-  return isinstance(value, numbers.Real) and not isinstance(value, bool)
-
-
 # train_eval parameter -> (test, what is valid). Optional ones also take None.
-_WHOLE_AT_LEAST_0 = (lambda v: _is_whole(v) and v >= 0, 'a whole number >= 0')
-_WHOLE_AT_LEAST_1 = (lambda v: _is_whole(v) and v >= 1, 'a whole number >= 1')
-_POSITIVE = (lambda v: _is_number(v) and v > 0, 'a number > 0')
+_WHOLE_AT_LEAST_0 = (lambda v: setting_values.is_whole(v) and v >= 0, 'a whole number >= 0')
+_WHOLE_AT_LEAST_1 = (lambda v: setting_values.is_whole(v) and v >= 1, 'a whole number >= 1')
+_POSITIVE = (lambda v: setting_values.is_number(v) and v > 0, 'a number > 0')
 _BOOL = (lambda v: isinstance(v, bool), 'True or False')
 
 _TRAIN_EVAL_RULES = {
@@ -68,7 +60,7 @@ _TRAIN_EVAL_RULES = {
     'expert_episodes_per_iteration': (_WHOLE_AT_LEAST_0, False,
                                       'expert demonstration episodes per iteration'),
     'train_steps_per_iteration': (_WHOLE_AT_LEAST_0, True, 'train steps per iteration'),
-    'train_steps_per_env_step': ((lambda v: _is_number(v) and v >= 0, 'a number >= 0'), True,
+    'train_steps_per_env_step': ((lambda v: setting_values.is_number(v) and v >= 0, 'a number >= 0'), True,
                                  'train steps per environment step'),
     'time_budget_s': (_POSITIVE, True, 'wall-clock seconds for the run'),
     'env_step_budget': (_WHOLE_AT_LEAST_1, True,
@@ -79,13 +71,13 @@ _TRAIN_EVAL_RULES = {
                                               'local episodes next to remote collectors'),
     'server_deadline_s': (_POSITIVE, False, 'seconds to reach the replay server'),
     'remote_wait_for_data_s': (_POSITIVE, False, 'seconds to wait for remote data'),
-    'progress_interval_s': ((lambda v: _is_number(v) and v >= 0, 'a number >= 0'), False,
+    'progress_interval_s': ((lambda v: setting_values.is_number(v) and v >= 0, 'a number >= 0'), False,
                             'seconds between progress lines within an iteration; 0: none'),
 }
 
 # Experiment field -> the same form: the settings every role shares.
 _EXPERIMENT_RULES = {
-    'sequence_length': ((lambda v: _is_whole(v) and v >= 2, 'a whole number >= 2'), False,
+    'sequence_length': ((lambda v: setting_values.is_whole(v) and v >= 2, 'a whole number >= 2'), False,
                         'steps per replay window, T+1'),
     'seed': (_WHOLE_AT_LEAST_0, False, 'the random seed'),
 }
@@ -271,7 +263,7 @@ def check_train_eval(settings, experiment):
 
   burn_in = bound_value('LatentSacAgent', 'sac_burn_in', latent_sac_agent.LatentSacAgent)
   pairs = experiment.sequence_length - 1
-  if not (_is_whole(burn_in) and burn_in >= 0):
+  if not (setting_values.is_whole(burn_in) and burn_in >= 0):
     raise SettingError(f'LatentSacAgent.sac_burn_in={_describe(burn_in)}: must be a '
                        'whole number >= 0 (leading pairs of mid-episode windows SAC skips).')
   if not settings['world_model_only'] and burn_in >= pairs:
@@ -370,7 +362,7 @@ def _check_env_bindings():
     except ImportError:
       pass  # no dm_control here: the loader says so when it is used
   bound, action_repeat = _bound('load_dmc_pixels.action_repeat')
-  if bound and action_repeat is not None and not (_is_whole(action_repeat)
+  if bound and action_repeat is not None and not (setting_values.is_whole(action_repeat)
                                                   and action_repeat >= 1):
     raise SettingError(
         f'load_dmc_pixels.action_repeat={_describe(action_repeat)}: must be a whole number '

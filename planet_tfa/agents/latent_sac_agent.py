@@ -20,7 +20,6 @@ window; SLAC used only the last pair). Pairs after the episode's LAST step
 (padding) are always skipped.
 """
 import math
-import numbers
 import types
 
 import gin
@@ -35,6 +34,7 @@ from tf_agents.trajectories import time_step as ts
 from tf_agents.trajectories import trajectory
 
 from planet_tfa import errors
+from planet_tfa import setting_values
 from planet_tfa.agents import cem_policy
 from planet_tfa.agents import latent_policy
 from planet_tfa.agents import world_model as world_model_lib
@@ -51,14 +51,12 @@ NON_FINITE_LOSS = 'world-model loss is NaN or inf'
 def check_sac_settings(initial_alpha, acting_window):
   """Named errors for the temperature and acting-window settings."""
   if initial_alpha is not None and not (
-      isinstance(initial_alpha, numbers.Real) and not isinstance(initial_alpha, bool)
-      and initial_alpha > 0):
+      setting_values.is_number(initial_alpha) and initial_alpha > 0):
     raise errors.ConfigError(
         f'LatentSacAgent.initial_alpha={initial_alpha!r}: must be a number > 0 (the '
         'temperature SAC starts at, e.g. 0.1) or None (exp(initial_log_alpha)).')
   if acting_window is not None and (
-      isinstance(acting_window, bool) or not isinstance(acting_window, numbers.Integral)
-      or acting_window < 2):
+      not setting_values.is_whole(acting_window) or acting_window < 2):
     raise errors.ConfigError(
         f'LatentSacAgent.acting_window={acting_window!r}: must be a whole number >= 2 '
         '(steps the acting filter re-filters from zeros, e.g. Experiment.sequence_length '

@@ -8,7 +8,6 @@ Time alignment inside a `[B, T]` window of TF-Agents trajectory steps:
 Padding steps (written after an episode's LAST step when the episode is shorter
 than the window) are masked out of every term.
 """
-import math
 
 import gin
 import tensorflow as tf
@@ -17,6 +16,7 @@ from tf_agents.trajectories import time_step as ts
 
 from planet_tfa import errors
 from planet_tfa import hardware
+from planet_tfa import setting_values
 from planet_tfa.networks import decoders
 from planet_tfa.networks import encoders
 from planet_tfa.networks import rssm as rssm_lib
@@ -158,8 +158,7 @@ class WorldModel(tf.Module):
       raise errors.ConfigError(
           f'WorldModel.continuation_scale={continuation_scale}: must be >= 0 (0: no head).')
     self.continuation_scale = float(continuation_scale)
-    if (isinstance(image_std, bool) or not isinstance(image_std, (int, float))
-        or not math.isfinite(image_std) or image_std <= 0):
+    if not setting_values.is_finite_number(image_std) or image_std <= 0:
       raise errors.ConfigError(
           f'WorldModel.image_std={image_std}: must be a finite number > 0 '
           '(1: PlaNet and Dreamer; SLAC: 0.316).')

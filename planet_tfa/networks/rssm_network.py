@@ -21,6 +21,8 @@ from tf_agents.networks import network
 from tf_agents.specs import tensor_spec
 from tf_agents.trajectories import time_step as ts
 
+from planet_tfa import setting_values
+
 
 def state_spec(rssm, action_spec, window=None, embed_size=None):
   spec = {
@@ -57,8 +59,7 @@ class RssmEncodingNetwork(network.Network):
   """
 
   def __init__(self, encoder, rssm, action_spec, window=None, name='RssmEncodingNetwork'):
-    if window is not None and (isinstance(window, bool) or not isinstance(window, int)
-                               or window < 2):
+    if window is not None and (not setting_values.is_whole(window) or window < 2):
       raise ValueError(f'filter window={window!r}: use None (whole-episode filter) or a '
                        'whole number >= 2 (steps filtered from zeros at every step).')
     embed_size = _embed_size(encoder) if window is not None else None

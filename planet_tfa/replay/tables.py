@@ -20,6 +20,7 @@ from tf_agents.specs import tensor_spec
 
 from planet_tfa import errors
 from planet_tfa import layout
+from planet_tfa import setting_values
 
 EXPERIENCE_TABLE = 'experience'
 VARIABLES_TABLE = 'variables'
@@ -46,7 +47,7 @@ def window_stride(stride_length=1):
   same env steps in fewer items; the window ending on an episode's LAST step
   is then written only when it falls on the stride.
   """
-  if isinstance(stride_length, bool) or not isinstance(stride_length, int) or stride_length < 1:
+  if not setting_values.is_whole(stride_length) or stride_length < 1:
     raise errors.ConfigError(
         f'window_stride.stride_length={stride_length!r}: must be a whole number >= 1 '
         '(env steps between the starts of consecutive replay windows; 1 = every step).')
@@ -71,11 +72,11 @@ def terminal_oversampling(priority=1.0, steps_before=8):
   checkpoint keeps the sampler it was built with (Reverb restores a table's
   options from the checkpoint); `check_sampler` says so.
   """
-  if isinstance(priority, bool) or not isinstance(priority, (int, float)) or not priority >= 1:
+  if not setting_values.is_number(priority) or not priority >= 1:
     raise errors.ConfigError(
         f'terminal_oversampling.priority={priority!r}: must be a number >= 1 (how many times '
         'as often windows ending at a terminal step are sampled; 1 = uniform sampling).')
-  if isinstance(steps_before, bool) or not isinstance(steps_before, int) or steps_before < 0:
+  if not setting_values.is_whole(steps_before) or steps_before < 0:
     raise errors.ConfigError(
         f'terminal_oversampling.steps_before={steps_before!r}: must be a whole number >= 0 '
         '(the steps before a terminal step whose windows are sampled more often).')
