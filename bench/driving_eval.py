@@ -108,16 +108,15 @@ class SavedPolicy:
     import tensorflow as tf  # pylint: disable=g-import-not-at-top
     # tensorflow_probability registers the distribution types the SavedModel uses.
     import tensorflow_probability  # pylint: disable=g-import-not-at-top,unused-import
+    from planet_tfa import acting  # pylint: disable=g-import-not-at-top
     self._tf = tf
-    self._policy = tf.saved_model.load(path)
-    signature = self._policy.signatures['action'].structured_input_signature[1]
-    prefix = '0/observation/'
-    self._keys = sorted(s.name[len(prefix):] for s in signature.values()
-                        if s.name.startswith(prefix))
+    # One step at a time at batch 1: the step traced once (acting.StepFunction).
+    self._step = acting.StepFunction(tf.saved_model.load(path))
+    self._keys = sorted(self._step.time_step_spec.observation)
     self._state = None
 
   def reset(self):
-    self._state = self._policy.get_initial_state(1)
+    self._state = self._step.get_initial_state()
 
   def __call__(self, time_step):
     from tf_agents.trajectories import time_step as ts  # pylint: disable=g-import-not-at-top
@@ -127,7 +126,7 @@ class SavedPolicy:
         reward=tf.constant([time_step.reward], tf.float32),
         discount=tf.constant([time_step.discount], tf.float32),
         observation={k: tf.constant(time_step.observation[k][None]) for k in self._keys})
-    step = self._policy.action(batched, self._state)
+    step = self._step(batched, self._state)
     self._state = step.state
     return step.action.numpy()[0]
 

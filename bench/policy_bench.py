@@ -2,11 +2,20 @@
 
   python -m bench.policy_bench [--quick] [--calls 100] [--fill_steps 100000]
 
-  policy_latency_inprocess_ms   greedy `agent.policy.action` under tf.function
-                                (`common.function`, as the drivers run it), batch 1,
-                                one 64x64x3 frame per call, state carried over
-  policy_latency_savedmodel_ms  the same from `saved_policies.export_policies` ->
-                                `tf.saved_model.load(...).action`
+  policy_step_function_inprocess_ms  greedy `agent.policy` through
+                                `acting.StepFunction` (the step traced once at
+                                batch 1, called as a concrete function), one
+                                64x64x3 frame per call, state carried over: the
+                                per-step call a driving stack makes
+  policy_step_function_savedmodel_ms  the same on `saved_policies.export_policies`
+                                -> `tf.saved_model.load(...)`
+  policy_latency_inprocess_ms   the same policy through its polymorphic
+                                `common.function(agent.policy.action)` (as the
+                                drivers run it), which binds the nested inputs
+                                against its signatures on every call
+  policy_latency_savedmodel_ms  the SavedModel's restored `action`, called the same way
+  All policy figures run on `--intra_op_threads` (default 1: a batch-1 step is
+  faster on one thread than split over two; each record names the count).
   policy_latency_tflite_ms      the same export's `policy_batch1.tflite` through
                                 `lite_policy.TFLitePolicy.action` (numpy in
                                 and out, one thread): what a driving stack
@@ -92,8 +101,17 @@ def policy_figures(args, agent, time_step_spec, frames):
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from tf_agents.utils import common as tfa_common  # pylint: disable=g-import-not-at-top
   from planet_tfa import saved_policies  # pylint: disable=g-import-not-at-top
+  from planet_tfa import acting  # pylint: disable=g-import-not-at-top
   lines = []
+  threads = {'intra_op_threads': tf.config.threading.get_intra_op_parallelism_threads()}
   policy = agent.policy
+  step = acting.StepFunction(policy)
+  times = latency(step, step.get_initial_state(), time_step_spec, frames, args.calls,
+                  args.warmup)
+  lines.append(common.emit(
+      'policy_step_function_inprocess_ms', round(statistics.median(times), 3), 'ms',
+      batch=1, policy='greedy', how='acting.StepFunction(agent.policy)', goal_ms=1.0,
+      **threads, **_ms_stats(times)))
   action_fn = tfa_common.function(policy.action)
   start = time.perf_counter()
   times = latency(action_fn, policy.get_initial_state(1), time_step_spec, frames, 1, 0)
@@ -103,7 +121,7 @@ def policy_figures(args, agent, time_step_spec, frames):
   lines.append(common.emit(
       'policy_latency_inprocess_ms', round(statistics.median(times), 3), 'ms',
       batch=1, policy='greedy', how='common.function(agent.policy.action)',
-      first_call_with_tracing_s=round(first_s, 2), **_ms_stats(times)))
+      first_call_with_tracing_s=round(first_s, 2), **threads, **_ms_stats(times)))
   lines += latency_bounds(args, policy, time_step_spec, frames)
   lines += op_profile(args, policy, action_fn, time_step_spec, frames)
 
@@ -121,7 +139,14 @@ def policy_figures(args, agent, time_step_spec, frames):
         'policy_latency_savedmodel_ms', round(statistics.median(times), 3), 'ms',
         batch=1, policy='greedy', how='tf.saved_model.load(greedy_policy).action',
         export_both_policies_s=round(export_s, 2), load_s=round(load_s, 2),
-        **_ms_stats(times)))
+        **threads, **_ms_stats(times)))
+    saved_step = acting.StepFunction(loaded)
+    times = latency(saved_step, saved_step.get_initial_state(), time_step_spec, frames,
+                    args.calls, args.warmup)
+    lines.append(common.emit(
+        'policy_step_function_savedmodel_ms', round(statistics.median(times), 3), 'ms',
+        batch=1, policy='greedy', how='acting.StepFunction(tf.saved_model.load(greedy_policy))',
+        goal_ms=1.0, **threads, **_ms_stats(times)))
     lines.append(tflite_figure(args, paths['greedy_policy'], frames))
   finally:
     shutil.rmtree(out_dir, ignore_errors=True)
@@ -317,6 +342,9 @@ def parse_args(argv=None):
   # incompressible checkpoint takes ~40 s each.
   parser.add_argument('--repeats', type=int, default=3)
   parser.add_argument('--skip', default='', help='comma list: policy,replay')
+  parser.add_argument('--intra_op_threads', type=int, default=1,
+                      help="TensorFlow's intra-op threads for the policy figures (0: its "
+                      'default, one per core); a batch-1 step runs faster on one')
   args = parser.parse_args(argv)
   if args.quick:
     args.calls, args.warmup, args.fill_steps = 10, 2, min(args.fill_steps, 2000)
@@ -326,7 +354,10 @@ def parse_args(argv=None):
 def main():
   args = parse_args()
   skip = set(filter(None, args.skip.split(',')))
+  from planet_tfa import acting  # pylint: disable=g-import-not-at-top
   from planet_tfa import experiment as experiment_lib  # pylint: disable=g-import-not-at-top
+  if 'policy' not in skip and args.intra_op_threads:
+    acting.use_intra_op_threads(args.intra_op_threads)  # before TensorFlow's first op
   common.parse_gin(args.quick)
   # Real frames: 4 episodes' worth, cycled by the dmc fill.
   time_step_spec, action_spec, frames = common.env_specs_and_frames(4 * args.episode_length)

@@ -60,10 +60,15 @@ process, so peak RSS is that process's own.
   windows that contain it (a copy per window would be 9x).
 - **replay_sample_{dmc,random}**: `next(ReplaySampler)` of [32, 9] windows with the pixels
   materialised in host memory, after 5 warm-up batches; sequences/s = 32 / median batch time.
-- **policy_latency_inprocess_ms**: `common.function(agent.policy.action)` (greedy: RSSM filter
-  + actor mode) at batch 1, policy state carried from call to call.
-- **policy_latency_savedmodel_ms**: `saved_policies.export_policies(...)`, then
-  `tf.saved_model.load(.../greedy_policy).action` the same way.
+- **policy_step_function_{inprocess,savedmodel}_ms**: the greedy policy (RSSM filter + actor
+  mode) through `acting.StepFunction`, the step traced once at batch 1 and called as a concrete
+  function, policy state carried from call to call; in-process on `agent.policy`, and on
+  `tf.saved_model.load(.../greedy_policy)` after `saved_policies.export_policies(...)`.
+- **policy_latency_{inprocess,savedmodel}_ms**: the same through the polymorphic
+  `common.function(agent.policy.action)` and the SavedModel's restored `action`, which bind the
+  nested inputs against their signatures on every call. Every policy figure runs on the
+  intra-op thread count its record names (`intra_op_threads`, 1 by default; 0 is
+  TensorFlow's default of one per core).
 - **policy_latency_tflite_ms**: the same export's batch-1 TFLite model
   (`greedy_policy/policy_batch1.tflite`) through `lite_policy.TFLitePolicy.action`, numpy in
   and out, one thread.
@@ -213,8 +218,15 @@ def _summary(by_name):
     if conv is not None and conv.get('conv_share_of_function_run') is not None:
       bounds += (f"; profiled, the convolutions are {conv['conv_share_of_function_run']:.0%} "
                  'of the function\'s run')
-    out.append(f"- Policy step at batch 1: {get('policy_latency_inprocess_ms')} ms in-process, "
-               f"{get('policy_latency_savedmodel_ms')} ms from the SavedModel"
+    step_fn = ''
+    if get('policy_step_function_inprocess_ms') is not None:
+      threads = by_name['policy_step_function_inprocess_ms'].get('intra_op_threads')
+      step_fn = (f"{get('policy_step_function_inprocess_ms')} ms in-process and "
+                 f"{get('policy_step_function_savedmodel_ms')} ms from the SavedModel through "
+                 f"`acting.StepFunction` ({threads or 'default'} intra-op thread(s)); through "
+                 'the polymorphic `action`: ')
+    out.append(f"- Policy step at batch 1: {step_fn}{get('policy_latency_inprocess_ms')} ms "
+               f"in-process, {get('policy_latency_savedmodel_ms')} ms from the SavedModel"
                + (f", {get('policy_latency_tflite_ms')} ms from its TFLite model"
                   if get('policy_latency_tflite_ms') is not None else '')
                + f" (goal: 1 ms){bounds}.")

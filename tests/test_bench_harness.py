@@ -177,6 +177,19 @@ def test_policy_summary_names_what_the_profile_puts_in_the_convolutions():
                      conv_share_of_function_run=0.7))
   text = report.render(lines, common.machine(), 'python -m bench', 1.0)
   assert "profiled, the convolutions are 70% of the function's run" in text
+  assert 'through `acting.StepFunction` (' not in text  # not measured, not claimed
+
+
+def test_policy_summary_leads_with_the_step_function_and_its_threads():
+  lines = [_line('policy_step_function_inprocess_ms', 'Policy latency', value=0.86,
+                 intra_op_threads=1),
+           _line('policy_step_function_savedmodel_ms', 'Policy latency', value=0.92),
+           _line('policy_latency_inprocess_ms', 'Policy latency', value=1.2),
+           _line('policy_latency_savedmodel_ms', 'Policy latency', value=1.1)]
+  text = report.render(lines, common.machine(), 'python -m bench', 1.0)
+  assert ('0.86 ms in-process and 0.92 ms from the SavedModel through `acting.StepFunction` '
+          '(1 intra-op thread(s)); through the polymorphic `action`: 1.2 ms in-process, '
+          '1.1 ms from the SavedModel (goal: 1 ms)') in text
 
 
 def test_tcmalloc_speedup_is_derived_from_both_train_runs():
