@@ -184,9 +184,10 @@ def latency_bounds(args, policy, time_step_spec, frames, loop_steps=100):
   floor_fn = tf.function(lambda time_step, state: (tf.zeros(action_shape), state))
   times = latency(floor_fn, policy.get_initial_state(1), time_step_spec, frames, args.calls,
                   args.warmup)
+  threads = tf.config.threading.get_intra_op_parallelism_threads()
   lines.append(common.emit('policy_call_floor_ms', round(statistics.median(times), 3), 'ms',
                            batch=1, how='tf.function returning a constant action and the state',
-                           **_ms_stats(times)))
+                           intra_op_threads=threads, **_ms_stats(times)))
 
   # A different frame each step: with one constant frame, Grappler would hoist
   # the encoder out of the loop and the figure would leave its convolutions out.
@@ -209,7 +210,8 @@ def latency_bounds(args, policy, time_step_spec, frames, loop_steps=100):
     per_step.append((time.perf_counter() - start) * 1e3 / loop_steps)
   lines.append(common.emit('policy_step_in_graph_ms', round(statistics.median(per_step), 3),
                            'ms', batch=1, steps_per_call=loop_steps,
-                           how='policy.action in a tf.while_loop, one call', **_ms_stats(per_step)))
+                           how='policy.action in a tf.while_loop, one call',
+                           intra_op_threads=threads, **_ms_stats(per_step)))
 
   xla_fn = tf.function(policy.action, jit_compile=True)
   start = time.perf_counter()
@@ -219,7 +221,8 @@ def latency_bounds(args, policy, time_step_spec, frames, loop_steps=100):
                   args.warmup)
   lines.append(common.emit('policy_latency_xla_ms', round(statistics.median(times), 3), 'ms',
                            batch=1, how='tf.function(policy.action, jit_compile=True)',
-                           first_call_with_compile_s=round(compile_s, 2), **_ms_stats(times)))
+                           first_call_with_compile_s=round(compile_s, 2),
+                           intra_op_threads=threads, **_ms_stats(times)))
   return lines
 
 
@@ -269,6 +272,7 @@ def op_profile(args, policy, action_fn, time_step_spec, frames):
       'policy_call_conv_ms', per_call['conv'], 'ms', batch=1, calls=args.calls,
       matmul_ms=per_call['matmul'], other_ops_ms=per_call['other_ops'],
       function_run_ms=per_call['function_run'], conv_share_of_function_run=share,
+      intra_op_threads=tf.config.threading.get_intra_op_parallelism_threads(),
       how='tf.profiler trace of common.function(agent.policy.action) calls')]
 
 
