@@ -3,9 +3,8 @@
 A stack acting at 10-20 Hz calls the policy once per frame, at batch 1. Through
 a `tf.function` (or a SavedModel's restored `action`) every call first binds its
 nested time step and state against the traced signatures, about 0.3 ms in
-TensorFlow 2.15, a quarter of a batch-1 step. `step_function` traces the step
-once for the batch's fixed specs and calls that concrete function directly
-(`StepFunction`):
+TensorFlow 2.15, a quarter of a batch-1 step. `StepFunction` traces the step
+once for the batch's fixed specs and calls that concrete function directly:
 
     step = acting.StepFunction(policy)        # a TFPolicy, or tf.saved_model.load(dir)
     state = step.get_initial_state()
