@@ -33,6 +33,7 @@ from absl import app
 from absl import flags
 
 from bench import compare_curves
+from planet_tfa import setting_values
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -123,7 +124,7 @@ def train(task, seed, root, env_steps, gin_files, gin_params):
   cmd += [f'--gin_param=train_eval.env_step_budget={env_steps}',
           '--gin_param=train_eval.num_iterations=1000000000',  # the budget ends it
           f'--gin_param=Experiment.seed={seed}']
-  print(' '.join(cmd), file=sys.stderr, flush=True)
+  print(' '.join(map(setting_values.shell_word, cmd)), file=sys.stderr, flush=True)
   start = time.time()
   result = subprocess.run(cmd, cwd=REPO, check=False)
   state_path = os.path.join(root, BENCH_STATE)
@@ -306,17 +307,16 @@ def main(argv):
   for task in FLAGS.tasks:
     task_gin_files(task, [])  # unknown tasks fail before any run starts
   seeds = [int(s) for s in FLAGS.seeds]
-  command = ' '.join(['python -m bench.dmc_table', f'--tasks={",".join(FLAGS.tasks)}',
-                      f'--seeds={",".join(FLAGS.seeds)}', f'--env_steps={FLAGS.env_steps}',
-                      *[f'--gin_file={f}' for f in FLAGS.gin_file],
-                      *[f"--gin_param='{p}'" for p in FLAGS.gin_param],
-                      f'--runs_dir={FLAGS.runs_dir}',
-                      *([f'--out={FLAGS.out}'] if FLAGS.out != flags.FLAGS['out'].default
-                        else []),
-                      *([f'--eval_episodes={FLAGS.eval_episodes}']
-                        if FLAGS.eval_episodes != 10 else []),
-                      *([f'--random_episodes={FLAGS.random_episodes}']
-                        if FLAGS.random_episodes != 10 else [])])
+  command = ' '.join(setting_values.shell_word(word) for word in [
+      'python', '-m', 'bench.dmc_table', f'--tasks={",".join(FLAGS.tasks)}',
+      f'--seeds={",".join(FLAGS.seeds)}', f'--env_steps={FLAGS.env_steps}',
+      *[f'--gin_file={f}' for f in FLAGS.gin_file],
+      *[f'--gin_param={p}' for p in FLAGS.gin_param],
+      f'--runs_dir={FLAGS.runs_dir}',
+      *([f'--out={FLAGS.out}'] if FLAGS.out != flags.FLAGS['out'].default else []),
+      *([f'--eval_episodes={FLAGS.eval_episodes}'] if FLAGS.eval_episodes != 10 else []),
+      *([f'--random_episodes={FLAGS.random_episodes}'] if FLAGS.random_episodes != 10
+        else [])])
   scores, randoms = {}, {}
   for task in FLAGS.tasks:
     for seed in seeds:

@@ -17,6 +17,7 @@ from absl import flags
 
 from bench import compare_curves
 from bench.eval_filter import random_policy_return
+from planet_tfa import setting_values
 
 flags.DEFINE_string('root_dir', 'runs/bench_cartpole', 'Run root.')
 flags.DEFINE_float('budget_s', 3600, 'Wall-clock budget of the training run.')
@@ -42,7 +43,7 @@ def main(argv):
   cmd += [f'--gin_param={p}' for p in FLAGS.gin_param]
   cmd += [f'--gin_param=train_eval.time_budget_s={FLAGS.budget_s}',
           '--gin_param=train_eval.num_iterations=100000']
-  print(' '.join(cmd), file=sys.stderr, flush=True)
+  print(' '.join(map(setting_values.shell_word, cmd)), file=sys.stderr, flush=True)
   subprocess.run(cmd, check=True, cwd=REPO)
   records = compare_curves.load(root)
   random_mean, random_std = random_policy_return(FLAGS.gin_file, FLAGS.gin_param,

@@ -232,7 +232,8 @@ def check_resume(root_dir):
   if any(name == 'WorldModel.continuation_scale' for name, _, _ in changed):
     hint += ('gin/driving.gin trains a continuation head since 2026-12-01 (issue 23); runs '
              'before that have none. ')
-  fix = ' '.join(f"--gin_param='{name} = {old!r}'" for name, old, _ in changed)
+  fix = ' '.join(setting_values.shell_word(f'--gin_param={name} = {old!r}')
+                 for name, old, _ in changed)
   raise SettingError(
       f'{root} holds checkpoints of a model shaped by other settings than this config:\n'
       + '\n'.join(lines) + f'\n{hint}To resume it, keep its settings ({fix}); for the new '

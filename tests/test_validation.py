@@ -361,11 +361,12 @@ def test_resuming_a_run_whose_model_had_other_inputs_names_the_spec_change(tmp_p
   assert ("WorldModel.encoder_keys: run ['camera', 'lidar'], this config "
           "['camera', 'lidar', 'state', 'route']") in message
   assert 'feeds the ego state and the route to the encoders' in message
-  assert "--gin_param='WorldModel.encoder_keys = ['camera', 'lidar']'" in message
+  # The fix is pasteable: gin's quotes inside the flag survive the shell.
+  assert '"--gin_param=WorldModel.encoder_keys = [\'camera\', \'lidar\']"' in message
   # The run predates the continuation head: it had none, driving.gin trains one.
   assert 'WorldModel.continuation_scale: run 0.0, this config 1.0' in message
   assert 'trains a continuation head since' in message
-  assert "--gin_param='WorldModel.continuation_scale = 0.0'" in message
+  assert '"--gin_param=WorldModel.continuation_scale = 0.0"' in message
   # The same settings as the run: no error; a root without checkpoints: nothing to check.
   gin.bind_parameter('WorldModel.encoder_keys', ['camera', 'lidar'])
   gin.bind_parameter('WorldModel.continuation_scale', 0.0)
