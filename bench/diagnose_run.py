@@ -34,6 +34,11 @@ filter belief. Then, on those episodes, one JSON line per check:
                         crash's penalty) and elsewhere, beside the real ones,
                         per k. A planner without a continuation head sees a
                         crash only through this.
+  upside_down           (dm_control's planar bodies: cheetah, walker, hopper)
+                        the share of episodes the body spent more than 10% of
+                        its steps upside down in (torso pitch past 90 degrees),
+                        and the mean return of those episodes and of the
+                        others: whether low returns are flips or slow running.
 """
 import argparse
 import os
@@ -55,6 +60,33 @@ def parse_args(argv=None):
   return parser.parse_args(argv)
 
 
+UPSIDE_DOWN_SHARE = 0.1  # an episode "flipped": this share of its steps upside down
+
+
+def torso_pitch(env):
+  """The body's pitch in radians (the `rooty` joint of dm_control's planar
+  bodies: cheetah, walker, hopper) under `env`'s wrappers; None where the task
+  has no such joint or `env` no dm_control physics."""
+  for _ in range(16):
+    physics = getattr(env, 'physics', None)
+    if physics is not None:
+      try:
+        return float(physics.named.data.qpos['rooty'][0])
+      except KeyError:
+        return None
+    env = getattr(env, '_env', None) or getattr(env, '_environment', None)
+    if env is None:
+      return None
+  return None
+
+
+def upside_down_share(pitches):
+  """Share of the steps whose pitch (radians, unwrapped) is past 90 degrees."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  wrapped = np.angle(np.exp(1j * np.asarray(pitches, np.float64)))  # into (-pi, pi]
+  return float(np.mean(np.abs(wrapped) > np.pi / 2))
+
+
 def record_episode(agent, env, policy=None):
   """One greedy episode as numpy: frames, actions, rewards, and after each frame
   the filter's belief (deter, stoch) and the features SAC sees. `policy`: any
@@ -69,7 +101,7 @@ def record_episode(agent, env, policy=None):
     policy = agent.make_policy('sac', True)
   act = tfa_common.function(policy.action)
   step, state = env.reset(), policy.get_initial_state(1)
-  frames, actions, rewards, deter, stoch = [], [], [], [], []
+  frames, actions, rewards, deter, stoch, pitch = [], [], [], [], [], []
   while True:  # pylint: disable=while-used
     batched = ts.TimeStep(tf.constant([step.step_type]), tf.constant([step.reward], tf.float32),
                           tf.constant([step.discount], tf.float32),
@@ -85,11 +117,13 @@ def record_episode(agent, env, policy=None):
     actions.append(out.action.numpy()[0])
     step = env.step(actions[-1])
     rewards.append(float(step.reward))
+    pitch.append(torso_pitch(env))
   belief = {'deter': np.array(deter), 'stoch': np.array(stoch)}
   return dict(frames={k: np.stack([f[k] for f in frames]) for k in frames[0]},
               actions=np.array(actions, np.float32), rewards=np.array(rewards, np.float32),
               features=rssm_lib.features(belief).numpy(), final_discount=float(step.discount),
-              final_deter=final_belief['deter'], final_stoch=final_belief['stoch'], **belief)
+              final_deter=final_belief['deter'], final_stoch=final_belief['stoch'],
+              torso_pitch=None if None in pitch else np.array(pitch), **belief)
 
 
 def roc_auc(scores, positive):
@@ -302,6 +336,18 @@ def main():
               target_entropy=float(agent.sac._target_entropy),  # pylint: disable=protected-access
               alpha=round(float(np.exp(agent.log_alpha.numpy())), 4),
               action_dims=int(episodes[0]['actions'].shape[-1]), **run)
+
+  if all(e['torso_pitch'] is not None for e in episodes):
+    shares = np.array([upside_down_share(e['torso_pitch']) for e in episodes])
+    flipped = shares > UPSIDE_DOWN_SHARE
+    returns = np.array(run['episode_returns'])
+    mean_of = lambda v: round(float(v.mean()), 1) if v.size else None  # pylint: disable=unnecessary-lambda-assignment
+    common.emit('upside_down', round(float(flipped.mean()), 3), 'share of episodes',
+                what=f'episodes spending over {UPSIDE_DOWN_SHARE:.0%} of their steps upside down '
+                '(torso pitch past 90 degrees)',
+                upside_down_step_share=[round(float(v), 3) for v in shares],
+                mean_return_flipped=mean_of(returns[flipped]),
+                mean_return_upright=mean_of(returns[~flipped]), **run)
 
   if agent.world_model.continuation_decoder is not None:
     for k in (int(v) for v in args.foresight.split(',')):

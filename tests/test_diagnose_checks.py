@@ -206,3 +206,32 @@ def test_planner_eval_names_an_unknown_policy_before_loading_anything(flags):
   assert f"unknown policy '{name}'" in result.stderr
   assert '--approach_with one of sac, cem' in result.stderr
   assert 'Traceback' not in result.stderr
+
+
+def test_upside_down_share_wraps_the_pitch():
+  # A full turn forward is upright again; past 90 degrees either way is upside down.
+  assert diagnose_run.upside_down_share([2 * np.pi + 0.1, -0.2, 1.5]) == 0.0
+  assert diagnose_run.upside_down_share([np.pi - 0.1, -np.pi + 0.1, 0.0, 3 * np.pi]) == 0.75
+
+
+def test_torso_pitch_reads_the_real_cheetahs_rooty_joint_through_the_wrappers():
+  from planet_tfa.environments import suites  # pylint: disable=g-import-not-at-top
+  env = suites.load_dmc_pixels('cheetah-run', action_repeat=4, image_size=16, seed=0)
+  try:
+    env.reset()
+    pitch = diagnose_run.torso_pitch(env)
+    assert pitch is not None and abs(pitch) < np.pi / 2  # starts on its feet
+    physics = env
+    while not hasattr(physics, 'physics'):
+      physics = getattr(physics, '_env', None) or physics._environment  # pylint: disable=protected-access
+    physics.physics.named.data.qpos['rooty'] = np.pi  # turned over
+    assert diagnose_run.torso_pitch(env) == pytest.approx(np.pi)
+    assert diagnose_run.upside_down_share([diagnose_run.torso_pitch(env)]) == 1.0
+  finally:
+    env.close()
+  cartpole = suites.load_dmc_pixels('cartpole-swingup', image_size=16, seed=0)
+  try:
+    cartpole.reset()
+    assert diagnose_run.torso_pitch(cartpole) is None  # no planar body
+  finally:
+    cartpole.close()
