@@ -72,7 +72,7 @@ def torso_pitch(env):
     if physics is not None:
       try:
         return float(physics.named.data.qpos['rooty'][0])
-      except KeyError:
+      except (KeyError, AttributeError):  # no such joint, or not dm_control's physics
         return None
     env = getattr(env, '_env', None) or getattr(env, '_environment', None)
     if env is None:

@@ -235,3 +235,9 @@ def test_torso_pitch_reads_the_real_cheetahs_rooty_joint_through_the_wrappers():
     assert diagnose_run.torso_pitch(cartpole) is None  # no planar body
   finally:
     cartpole.close()
+
+
+def test_torso_pitch_is_none_for_a_physics_that_is_not_dm_controls():
+  wrapped = types.SimpleNamespace(_env=types.SimpleNamespace(physics=object()))
+  assert diagnose_run.torso_pitch(wrapped) is None
+  assert diagnose_run.torso_pitch(types.SimpleNamespace()) is None
