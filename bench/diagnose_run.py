@@ -39,6 +39,10 @@ filter belief. Then, on those episodes, one JSON line per check:
                         its steps upside down in (torso pitch past 90 degrees),
                         and the mean return of those episodes and of the
                         others: whether low returns are flips or slow running.
+                        Beside it, min-critic Q against the discounted return
+                        that followed, upside down, in the `turn_over_lead`
+                        steps before each turn-over, and upright elsewhere:
+                        whether the critic sees what a flip costs.
 """
 import argparse
 import os
@@ -55,6 +59,8 @@ def parse_args(argv=None):
   parser.add_argument('--horizon', type=int, default=12, help='imagined agent steps')
   parser.add_argument('--context', type=int, default=5, help='observed frames before imagining')
   parser.add_argument('--stride', type=int, default=8, help='agent steps between checked windows')
+  parser.add_argument('--turn_over_lead', type=int, default=25,
+                      help='agent steps before a turn-over that the upside_down check calls leading into it')
   parser.add_argument('--foresight', default='0,1,3,6,12',
                       help='imagined steps k of the continuation_foresight check (0: filtered)')
   return parser.parse_args(argv)
@@ -80,11 +86,34 @@ def torso_pitch(env):
   return None
 
 
-def upside_down_share(pitches):
-  """Share of the steps whose pitch (radians, unwrapped) is past 90 degrees."""
+def upside_down_steps(pitches):
+  """Per step, whether the pitch (radians, unwrapped) is past 90 degrees."""
   import numpy as np  # pylint: disable=g-import-not-at-top
   wrapped = np.angle(np.exp(1j * np.asarray(pitches, np.float64)))  # into (-pi, pi]
-  return float(np.mean(np.abs(wrapped) > np.pi / 2))
+  return np.abs(wrapped) > np.pi / 2
+
+
+def upside_down_share(pitches):
+  """Share of the steps whose pitch (radians, unwrapped) is past 90 degrees."""
+  return float(upside_down_steps(pitches).mean())
+
+
+def turn_overs(upside_down):
+  """The steps where the body turns over: upside down after an upright step."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  upside_down = np.asarray(upside_down, bool)
+  return np.flatnonzero(~upside_down[:-1] & upside_down[1:]) + 1
+
+
+def steps_before_turning_over(upside_down, lead):
+  """The upright steps among the `lead` steps before each turn-over: where a
+  critic that sees a flip coming values the state below upright running."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  upside_down = np.asarray(upside_down, bool)
+  before = np.zeros_like(upside_down)
+  for onset in turn_overs(upside_down):
+    before[max(0, onset - lead):onset] = True
+  return before & ~upside_down
 
 
 def record_episode(agent, env, policy=None):
@@ -246,15 +275,37 @@ def discounted_returns(rewards, gamma, bootstrap):
   return returns
 
 
-def critic_calibration(agent, episode, gamma):
-  """Q at t vs the discounted return after t: bootstrapped with the critic's
-  last value at a time limit, with nothing after a terminal (discount 0)."""
+def critic_and_returns(agent, episode, gamma):
+  """Q at each step vs the discounted return after it: bootstrapped with the
+  critic's last value at a time limit, with nothing after a terminal (discount 0)."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   q = critic_values(agent, tf.constant(episode['features']), tf.constant(episode['actions']))
   # The time limit is not a terminal: the return goes on past it, worth about
   # the critic's value of the last state. A crash ends it.
   bootstrap = q[-1] if episode.get('final_discount', 1.0) > 0 else 0.0
-  returns = discounted_returns(episode['rewards'], gamma, bootstrap)
+  return q, discounted_returns(episode['rewards'], gamma, bootstrap)
+
+
+def critic_by_posture(critic_and_returns_per_episode, upside_down_per_episode, lead):
+  """Does the critic know what a flip costs? Mean Q and mean discounted return
+  that followed, upside down, in the `lead` upright steps before a turn-over,
+  and upright elsewhere (None where no step is)."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  q, returns = map(np.concatenate, zip(*critic_and_returns_per_episode))
+  upside = np.concatenate(upside_down_per_episode)
+  before = np.concatenate([steps_before_turning_over(u, lead) for u in upside_down_per_episode])
+  by_posture = {}
+  for name, mask in (('upside_down', upside), ('before_turning_over', before),
+                     ('upright', ~upside & ~before)):
+    by_posture[f'critic_q_{name}'] = round(float(q[mask].mean()), 1) if mask.any() else None
+    by_posture[f'return_{name}'] = round(float(returns[mask].mean()), 1) if mask.any() else None
+  return by_posture
+
+
+def critic_calibration(agent, episode, gamma):
+  """critic_and_returns on the first half of the episode, where the bootstrap
+  weighs little in the return."""
+  q, returns = critic_and_returns(agent, episode, gamma)
   half = len(returns) // 2
   return q[:half], returns[:half]
 
@@ -342,12 +393,19 @@ def main():
     flipped = shares > UPSIDE_DOWN_SHARE
     returns = np.array(run['episode_returns'])
     mean_of = lambda v: round(float(v.mean()), 1) if v.size else None  # pylint: disable=unnecessary-lambda-assignment
+    upside_per_episode = [upside_down_steps(e['torso_pitch']) for e in episodes]
+    by_posture = critic_by_posture([critic_and_returns(agent, e, gamma) for e in episodes],
+                                   upside_per_episode, args.turn_over_lead)
     common.emit('upside_down', round(float(flipped.mean()), 3), 'share of episodes',
                 what=f'episodes spending over {UPSIDE_DOWN_SHARE:.0%} of their steps upside down '
-                '(torso pitch past 90 degrees)',
+                '(torso pitch past 90 degrees); critic_q_* / return_*: min-critic Q and the '
+                f'discounted return that followed, upside down, in the {args.turn_over_lead} '
+                'steps before a turn-over, and upright elsewhere',
                 upside_down_step_share=[round(float(v), 3) for v in shares],
                 mean_return_flipped=mean_of(returns[flipped]),
-                mean_return_upright=mean_of(returns[~flipped]), **run)
+                mean_return_upright=mean_of(returns[~flipped]),
+                turn_overs=sum(len(turn_overs(u)) for u in upside_per_episode),
+                **by_posture, **run)
 
   if agent.world_model.continuation_decoder is not None:
     for k in (int(v) for v in args.foresight.split(',')):

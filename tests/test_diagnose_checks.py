@@ -241,3 +241,30 @@ def test_torso_pitch_is_none_for_a_physics_that_is_not_dm_controls():
   wrapped = types.SimpleNamespace(_env=types.SimpleNamespace(physics=object()))
   assert diagnose_run.torso_pitch(wrapped) is None
   assert diagnose_run.torso_pitch(types.SimpleNamespace()) is None
+
+
+def test_steps_before_turning_over_marks_the_upright_lead_into_each_flip():
+  upside = np.array([0, 0, 0, 0, 1, 1, 0, 0, 1, 0], bool)
+  np.testing.assert_array_equal(diagnose_run.turn_overs(upside), [4, 8])
+  before = diagnose_run.steps_before_turning_over(upside, lead=3)
+  # Three steps before the first turn-over; before the second, only the two
+  # upright steps (the one before them is still upside down).
+  np.testing.assert_array_equal(np.flatnonzero(before), [1, 2, 3, 6, 7])
+  assert not diagnose_run.steps_before_turning_over(np.zeros(5, bool), lead=3).any()
+  # An episode that starts upside down has not turned over.
+  assert len(diagnose_run.turn_overs(np.array([1, 1, 0], bool))) == 0
+
+
+def test_critic_by_posture_splits_q_and_returns_at_the_turn_overs():
+  # Episode 1 turns over at step 3 and stays over; episode 2 never does.
+  upside = [np.array([0, 0, 0, 1, 1], bool), np.zeros(3, bool)]
+  q_and_returns = [(np.array([10., 20., 30., 1., 3.]), np.array([12., 21., 31., 2., 4.])),
+                   (np.array([50., 60., 70.]), np.array([40., 50., 60.]))]
+  split = diagnose_run.critic_by_posture(q_and_returns, upside, lead=2)
+  assert split == {'critic_q_upside_down': 2.0, 'return_upside_down': 3.0,
+                   'critic_q_before_turning_over': 25.0, 'return_before_turning_over': 26.0,
+                   'critic_q_upright': 47.5, 'return_upright': 40.5}
+  # Without a turn-over there is nothing before one, nor upside down.
+  split = diagnose_run.critic_by_posture(q_and_returns[1:], upside[1:], lead=2)
+  assert split['critic_q_before_turning_over'] is None and split['critic_q_upside_down'] is None
+  assert split['critic_q_upright'] == 60.0
