@@ -279,10 +279,16 @@ def check_train_eval(settings, experiment):
                               latent_sac_agent.LatentSacAgent)
   initial_alpha = bound_value('LatentSacAgent', 'initial_alpha',
                               latent_sac_agent.LatentSacAgent)
+  td_steps = bound_value('LatentSacAgent', 'td_steps', latent_sac_agent.LatentSacAgent)
   try:
-    latent_sac_agent.check_sac_settings(initial_alpha, acting_window)
+    latent_sac_agent.check_sac_settings(initial_alpha, acting_window, td_steps)
   except errors.ConfigError as error:
     raise SettingError(str(error)) from None
+  if not settings['world_model_only'] and td_steps > pairs:
+    raise SettingError(
+        f'LatentSacAgent.td_steps={td_steps} with Experiment.sequence_length='
+        f'{experiment.sequence_length}: a window has only {pairs} pairs to sum rewards over. '
+        f'Use td_steps <= {pairs} or a longer sequence_length (>= {td_steps + 1}).')
   if acting_window is not None and acting_window > experiment.sequence_length:
     raise SettingError(
         f'LatentSacAgent.acting_window={acting_window} with Experiment.sequence_length='

@@ -52,8 +52,9 @@ def changed(before, variables):
   return [not np.allclose(b, v.numpy()) for b, v in zip(before, variables)]
 
 
-def test_one_train_step_changes_model_critic_actor_and_alpha():
-  agent = make_agent()
+@pytest.mark.parametrize('td_steps', [1, 3])
+def test_one_train_step_changes_model_critic_actor_and_alpha(td_steps):
+  agent = make_agent(td_steps=td_steps)
   experience = fixed_windows()
   groups = {
       'world model': agent.world_model_variables(),
@@ -114,6 +115,59 @@ def test_sac_transitions_pair_consecutive_steps_and_skip_padding_and_burn_in():
   w = weights.numpy().reshape(B, T - 1)
   np.testing.assert_array_equal(w[~used], 0.0)
   np.testing.assert_allclose(w[used], B * (T - 1) / 36, rtol=1e-6)
+
+
+def n_step_reference(reward, discount, valid, gamma, n):
+  """Per pair t: (n-step return, discount field, index of the bootstrap step),
+  looping the definition: sum rewards while the arrivals stay in the episode."""
+  rows, pairs = reward.shape
+  out = np.zeros([rows, pairs]), np.zeros([rows, pairs]), np.zeros([rows, pairs], int)
+  for b in range(rows):
+    for t in range(pairs):
+      ret, field, boot, coef = reward[b, t], discount[b, t], t + 1, gamma * discount[b, t]
+      for k in range(1, n):
+        if t + k >= pairs or not valid[b, t + k]:
+          break
+        ret += coef * reward[b, t + k]
+        field, boot = coef * discount[b, t + k], t + k + 1
+        coef *= gamma * discount[b, t + k]
+      out[0][b, t], out[1][b, t], out[2][b, t] = ret, field, boot
+  return out
+
+
+@pytest.mark.parametrize('td_steps', [1, 3, 8])
+def test_n_step_targets_sum_discounted_rewards_up_to_the_episode_and_window_end(td_steps):
+  gamma = 0.9
+  agent = make_agent(gamma=gamma, td_steps=td_steps)
+  windows = fixed_windows()
+  step_type, discount = windows.step_type.numpy(), windows.discount.numpy().copy()
+  step_type[3, 5:] = ts.StepType.LAST  # row 3 ends at a terminal: step 5, discount 0
+  discount[3, 4] = 0.0
+  discount[4, 2] = 0.5  # an arrival worth half (the product must carry it)
+  experience = windows._replace(step_type=tf.constant(step_type), discount=tf.constant(discount))
+  features = tf.reshape(tf.range(B * T, dtype=tf.float32), [B, T, 1])
+  transition, _ = agent.sac_transitions(experience, features)
+  target = transition.next_time_step
+  mask = np.cumsum(step_type == ts.StepType.LAST, axis=1) - (step_type == ts.StepType.LAST) == 0
+  ret, field, boot = n_step_reference(windows.reward.numpy()[:, :-1], discount[:, :-1],
+                                      mask[:, 1:], gamma, td_steps)
+  np.testing.assert_allclose(target.reward.numpy().reshape(B, T - 1), ret, rtol=1e-5, atol=1e-6)
+  np.testing.assert_allclose(target.discount.numpy().reshape(B, T - 1), field, rtol=1e-5)
+  np.testing.assert_array_equal(target.observation.numpy().reshape(B, T - 1),
+                                np.arange(B)[:, None] * T + boot)
+  if td_steps == 3:  # spelled out for one pair: row 4 from t=1, through the half arrival
+    r = windows.reward.numpy()[4]
+    assert ret[4, 1] == pytest.approx(r[1] + gamma * r[2] + gamma ** 2 * 0.5 * r[3], rel=1e-5)
+    assert field[4, 1] == pytest.approx(gamma ** 2 * 0.5) and boot[4, 1] == 4
+    assert boot[3, 3] == 5 and field[3, 3] == 0.0  # the terminal ends it: no bootstrap
+    assert boot[1, 3] == 5 and boot[0, 6] == 8     # the episode's and the window's end
+
+
+def test_td_steps_past_the_window_pairs_or_below_one_is_refused():
+  with pytest.raises(ValueError, match='td_steps=9 > the 8 pairs'):
+    make_agent(td_steps=9).sac_transitions(fixed_windows(), tf.zeros([B, T, 4]))
+  with pytest.raises(Exception, match='td_steps=0'):
+    make_agent(td_steps=0)
 
 
 def test_world_model_only_mode_leaves_sac_untouched_and_counts_steps():

@@ -56,6 +56,18 @@ def test_sac_burn_in_below_the_window_pairs_passes_validation():
   validation.check_train_eval(_defaults(), experiment_lib.Experiment(sequence_length=9))
 
 
+@pytest.mark.parametrize('td_steps, expected', [
+    (9, ['LatentSacAgent.td_steps=9', 'Experiment.sequence_length=9', 'td_steps <= 8']),
+    (0, ['LatentSacAgent.td_steps=0', 'whole number >= 1']),
+    (2.5, ['LatentSacAgent.td_steps=2.5', 'whole number >= 1'])])
+def test_td_steps_outside_one_to_the_window_pairs_is_rejected_naming_it(tmp_path, td_steps,
+                                                                         expected):
+  gin.bind_parameter('LatentSacAgent.td_steps', td_steps)
+  message = start_with(tmp_path, {'sequence_length': 9})
+  for part in expected:
+    assert part in message
+
+
 def test_agent_refuses_a_burn_in_that_leaves_no_pairs():
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from test_latent_sac_agent import make_agent, fixed_windows  # pylint: disable=g-import-not-at-top

@@ -48,8 +48,8 @@ POLICY_KINDS = ('sac', 'cem')
 NON_FINITE_LOSS = 'world-model loss is NaN or inf'
 
 
-def check_sac_settings(initial_alpha, acting_window):
-  """Named errors for the temperature and acting-window settings."""
+def check_sac_settings(initial_alpha, acting_window, td_steps=1):
+  """Named errors for the temperature, acting-window and TD-target settings."""
   if initial_alpha is not None and not (
       setting_values.is_number(initial_alpha) and initial_alpha > 0):
     raise errors.ConfigError(
@@ -61,6 +61,10 @@ def check_sac_settings(initial_alpha, acting_window):
         f'LatentSacAgent.acting_window={acting_window!r}: must be a whole number >= 2 '
         '(steps the acting filter re-filters from zeros, e.g. Experiment.sequence_length '
         '- 1) or None (a filter over the whole episode).')
+  if not (setting_values.is_whole(td_steps) and td_steps >= 1):
+    raise errors.ConfigError(
+        f'LatentSacAgent.td_steps={td_steps!r}: must be a whole number >= 1 (rewards the '
+        "critic's target sums before it bootstraps; 1: the one-step target).")
 
 
 def _legacy_adam(learning_rate, epsilon=1e-7):
@@ -92,6 +96,11 @@ class LatentSacAgent(tf_agent.TFAgent):
       beliefs. K <= Experiment.sequence_length - 1 keeps the acting belief's
       history within what SAC trained on.
     sac_burn_in: skipped leading pairs of mid-episode windows (see module doc).
+    td_steps: n of the critic's n-step target: the discounted sum of the next
+      n rewards of the window, then gamma^n times the value at feat_{t+n}
+      (1: the one-step target of SAC and SLAC). Cut short at the episode's
+      end and at the window's end, where it bootstraps from the last step it
+      reached. Carries a cost (a fall) back n steps per update instead of one.
     train_world_model, train_sac: turn either update off (a frozen world model;
       a world-model-only run).
     greedy_filter: how the greedy policy (evaluation and the exported
@@ -117,7 +126,8 @@ class LatentSacAgent(tf_agent.TFAgent):
                model_gradient_clipping=100.0, sac_gradient_clipping=None,
                target_entropy=None, gamma=0.99, target_update_tau=0.005,
                target_update_period=1, reward_scale_factor=1.0, initial_log_alpha=0.0,
-               initial_alpha=None, acting_window=None, sac_burn_in=3, train_world_model=True, train_sac=True,
+               initial_alpha=None, acting_window=None, sac_burn_in=3, td_steps=1,
+               train_world_model=True, train_sac=True,
                greedy_filter='mean', collect_with='sac', eval_with='sac',
                train_step_counter=None, name='LatentSacAgent'):
     tf.Module.__init__(self, name=name)
@@ -134,7 +144,7 @@ class LatentSacAgent(tf_agent.TFAgent):
     if world_model is None:
       world_model = world_model_lib.WorldModel(time_step_spec.observation, action_spec)
     self._world_model = world_model
-    check_sac_settings(initial_alpha, acting_window)
+    check_sac_settings(initial_alpha, acting_window, td_steps)
     if initial_alpha is not None:
       initial_log_alpha = math.log(initial_alpha)
     self._filter_network = rssm_network.RssmEncodingNetwork(
@@ -167,6 +177,7 @@ class LatentSacAgent(tf_agent.TFAgent):
     self._model_optimizer = _legacy_adam(model_learning_rate, epsilon=1e-4)
     self._model_gradient_clipping = model_gradient_clipping
     self._sac_burn_in = sac_burn_in
+    self._td_steps = td_steps
     self._train_world_model = train_world_model
     self._train_sac = train_sac
     self._gamma = gamma
@@ -295,6 +306,11 @@ class LatentSacAgent(tf_agent.TFAgent):
           f'LatentSacAgent.sac_burn_in={self._sac_burn_in} >= the {num_pairs} pairs of a '
           f'{num_pairs + 1}-step window (Experiment.sequence_length): use sac_burn_in '
           f'<= {num_pairs - 1} or longer windows.')
+    if num_pairs is not None and self._td_steps > num_pairs:
+      raise ValueError(
+          f'LatentSacAgent.td_steps={self._td_steps} > the {num_pairs} pairs of a '
+          f'{num_pairs + 1}-step window (Experiment.sequence_length): use td_steps '
+          f'<= {num_pairs} or longer windows.')
     pair = lambda x: x[:, :-1]
     nxt = lambda x: x[:, 1:]
     time_steps = ts.TimeStep(
@@ -302,11 +318,10 @@ class LatentSacAgent(tf_agent.TFAgent):
         reward=tf.zeros_like(pair(experience.reward)),
         discount=tf.ones_like(pair(experience.discount)),
         observation=pair(features))
-    next_time_steps = ts.TimeStep(
-        step_type=nxt(experience.step_type),
-        reward=pair(experience.reward),
-        discount=pair(experience.discount),
-        observation=nxt(features))
+    next_time_steps = self._td_targets(
+        ts.TimeStep(step_type=nxt(experience.step_type), reward=pair(experience.reward),
+                    discount=pair(experience.discount), observation=nxt(features)),
+        nxt(mask))
     starts_at_first = tf.equal(experience.step_type[:, :1], ts.StepType.FIRST)
     after_burn_in = tf.range(num_pairs) >= self._sac_burn_in
     usable = tf.logical_or(starts_at_first, after_burn_in[None, :])
@@ -319,6 +334,36 @@ class LatentSacAgent(tf_agent.TFAgent):
     # Normalise so the SAC losses are means over the usable pairs.
     weights = weights / tf.maximum(tf.reduce_mean(weights), 1e-6)
     return transition, weights
+
+  def _td_targets(self, arrivals, arrived):
+    """The step each pair's critic target bootstraps from, and the reward and
+    discount before it, for `td_steps` n: with arrival t+1+k of pair t (k < n)
+    inside the episode and the window (`arrived`), the target is
+
+      sum_k gamma^k (prod_{j<k} d_{t+j}) r_{t+k} + gamma^m (prod_{j<m} d_{t+j}) V(feat_{t+m}),
+
+    m the arrivals reached. SacAgent computes r + gamma * discount * V, so the
+    discount returned is gamma^(m-1) prod d. n = 1 returns `arrivals` itself.
+    """
+    def ahead(x, k):  # x[:, t + k] at t; zeros past the window's end
+      padding = [[0, 0], [0, k]] + [[0, 0]] * (x.shape.rank - 2)
+      return tf.pad(x[:, k:], padding)
+    def where(reached, new, old):  # per pair, broadcast over trailing dims
+      reached = tf.reshape(reached, tf.concat(
+          [tf.shape(reached), tf.ones([new.shape.rank - 2], tf.int32)], 0))
+      return tf.where(reached, new, old)
+    bootstrap, reward = arrivals, arrivals.reward
+    # The weight of reward r_{t+k}: gamma^k prod_{j<k} d_{t+j}, 0 once the episode ended.
+    scale = self._gamma * arrivals.discount
+    for k in range(1, self._td_steps):
+      reached = ahead(arrived, k) > 0
+      later = tf.nest.map_structure(lambda x, k=k: ahead(x, k), arrivals)
+      reward += tf.where(reached, scale * later.reward, 0.0)
+      later = later._replace(discount=scale * later.discount)
+      bootstrap = tf.nest.map_structure(lambda new, old, r=reached: where(r, new, old),
+                                        later, bootstrap)
+      scale = tf.where(reached, self._gamma * later.discount, 0.0)
+    return bootstrap._replace(reward=reward)
 
   def _encode_without_gradients(self, experience):
     posterior, _ = self._world_model.observe(
