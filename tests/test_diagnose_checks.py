@@ -221,10 +221,8 @@ def test_torso_pitch_reads_the_real_cheetahs_rooty_joint_through_the_wrappers():
     env.reset()
     pitch = diagnose_run.torso_pitch(env)
     assert pitch is not None and abs(pitch) < np.pi / 2  # starts on its feet
-    physics = env
-    while not hasattr(physics, 'physics'):
-      physics = getattr(physics, '_env', None) or physics._environment  # pylint: disable=protected-access
-    physics.physics.named.data.qpos['rooty'] = np.pi  # turned over
+    # TF-Agents' wrappers pass attribute reads through to dm_control's env.
+    env.physics.named.data.qpos['rooty'] = np.pi  # turned over
     assert diagnose_run.torso_pitch(env) == pytest.approx(np.pi)
     assert diagnose_run.upside_down_share([diagnose_run.torso_pitch(env)]) == 1.0
   finally:
