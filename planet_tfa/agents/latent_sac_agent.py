@@ -6,7 +6,9 @@ One train step (one `train()` call, one increment of `train_step_counter`) is:
   2. the posterior features deter||stoch of the same windows, computed in that
      forward pass and `stop_gradient`-ed, form transitions (feat_t, a_t, r_t,
      d_t, feat_{t+1}) for every consecutive pair inside the window -> one
-     `SacAgent` step (twin critics, learned temperature).
+     `SacAgent` step (twin critics, learned temperature). With `td_steps` n > 1
+     the target sums the window's next n rewards and bootstraps from
+     feat_{t+n} (n-step TD, cut at the episode's and the window's end).
 No frame is encoded twice and the next observation comes from the window.
 (`train(experience, sac_experience=...)` instead gives SAC its own batch of
 windows, encoded without gradients after the model update: SLAC's layout,
