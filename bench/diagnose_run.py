@@ -302,10 +302,9 @@ def critic_by_posture(critic_and_returns_per_episode, upside_down_per_episode, l
   return by_posture
 
 
-def critic_calibration(agent, episode, gamma):
-  """critic_and_returns on the first half of the episode, where the bootstrap
+def critic_calibration(q, returns):
+  """An episode's critic_and_returns on its first half, where the bootstrap
   weighs little in the return."""
-  q, returns = critic_and_returns(agent, episode, gamma)
   half = len(returns) // 2
   return q[:half], returns[:half]
 
@@ -374,7 +373,8 @@ def main():
               mean_predicted=round(float(predicted.mean()), 3), windows=len(real), **run)
 
   gamma = float(agent.sac._gamma)  # pylint: disable=protected-access
-  q, returns = map(np.concatenate, zip(*(critic_calibration(agent, e, gamma) for e in episodes)))
+  critic_per_episode = [critic_and_returns(agent, e, gamma) for e in episodes]
+  q, returns = map(np.concatenate, zip(*(critic_calibration(*c) for c in critic_per_episode)))
   common.emit('critic_calibration', round(float((q - returns).mean()), 2), 'return',
               what='mean of min-critic Q minus the discounted return that followed',
               mean_q=round(float(q.mean()), 2), mean_return=round(float(returns.mean()), 2),
@@ -389,13 +389,12 @@ def main():
               action_dims=int(episodes[0]['actions'].shape[-1]), **run)
 
   if all(e['torso_pitch'] is not None for e in episodes):
-    shares = np.array([upside_down_share(e['torso_pitch']) for e in episodes])
+    upside_per_episode = [upside_down_steps(e['torso_pitch']) for e in episodes]
+    shares = np.array([u.mean() for u in upside_per_episode])
     flipped = shares > UPSIDE_DOWN_SHARE
     returns = np.array(run['episode_returns'])
     mean_of = lambda v: round(float(v.mean()), 1) if v.size else None  # pylint: disable=unnecessary-lambda-assignment
-    upside_per_episode = [upside_down_steps(e['torso_pitch']) for e in episodes]
-    by_posture = critic_by_posture([critic_and_returns(agent, e, gamma) for e in episodes],
-                                   upside_per_episode, args.turn_over_lead)
+    by_posture = critic_by_posture(critic_per_episode, upside_per_episode, args.turn_over_lead)
     common.emit('upside_down', round(float(flipped.mean()), 3), 'share of episodes',
                 what=f'episodes spending over {UPSIDE_DOWN_SHARE:.0%} of their steps upside down '
                 '(torso pitch past 90 degrees); critic_q_* / return_*: min-critic Q and the '
