@@ -42,7 +42,9 @@ filter belief. Then, on those episodes, one JSON line per check:
                         Beside it, min-critic Q against the discounted return
                         that followed, upside down, in the `turn_over_lead`
                         steps before each turn-over, and upright elsewhere:
-                        whether the critic sees what a flip costs.
+                        whether the critic sees what a flip costs; and the
+                        twin critics' spread |Q1 - Q2| there (what a
+                        pessimistic target on their disagreement could use).
 """
 import argparse
 import os
@@ -254,14 +256,19 @@ def open_loop_rewards(agent, episode, horizon, stride):
   return predicted, real
 
 
-def critic_values(agent, features, actions):
-  """min(Q1, Q2)(features, actions) in reward units."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+def critic_pair(agent, features, actions):
+  """(Q1, Q2)(features, actions) of the twin critics, in reward units."""
   sac = agent.sac
   # pylint: disable=protected-access
-  values = [critic((features, actions), step_type=(), network_state=())[0]
-            for critic in (sac._critic_network_1, sac._critic_network_2)]
-  return (tf.reduce_min(tf.stack(values), 0) / sac._reward_scale_factor).numpy()
+  return tuple(critic((features, actions), step_type=(), network_state=())[0].numpy()
+               / sac._reward_scale_factor
+               for critic in (sac._critic_network_1, sac._critic_network_2))
+
+
+def critic_values(agent, features, actions):
+  """min(Q1, Q2)(features, actions) in reward units."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  return np.minimum(*critic_pair(agent, features, actions))
 
 
 def discounted_returns(rewards, gamma, bootstrap):
@@ -276,29 +283,37 @@ def discounted_returns(rewards, gamma, bootstrap):
 
 
 def critic_and_returns(agent, episode, gamma):
-  """Q at each step vs the discounted return after it: bootstrapped with the
-  critic's last value at a time limit, with nothing after a terminal (discount 0)."""
+  """Per step: `critic_q` min(Q1, Q2), `return` the discounted return after it
+  (bootstrapped with the critic's last value at a time limit, nothing after a
+  terminal, discount 0) and `critic_spread` |Q1 - Q2|."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  q = critic_values(agent, tf.constant(episode['features']), tf.constant(episode['actions']))
+  q1, q2 = critic_pair(agent, tf.constant(episode['features']), tf.constant(episode['actions']))
+  q = np.minimum(q1, q2)
   # The time limit is not a terminal: the return goes on past it, worth about
   # the critic's value of the last state. A crash ends it.
   bootstrap = q[-1] if episode.get('final_discount', 1.0) > 0 else 0.0
-  return q, discounted_returns(episode['rewards'], gamma, bootstrap)
+  return {'critic_q': q, 'return': discounted_returns(episode['rewards'], gamma, bootstrap),
+          'critic_spread': np.abs(q1 - q2)}
 
 
-def critic_by_posture(critic_and_returns_per_episode, upside_down_per_episode, lead):
-  """Does the critic know what a flip costs? Mean Q and mean discounted return
-  that followed, upside down, in the `lead` upright steps before a turn-over,
-  and upright elsewhere (None where no step is)."""
+def critic_by_posture(series_per_episode, upside_down_per_episode, lead):
+  """Does the critic know what a flip costs? The mean of each per-step series
+  (critic_and_returns' dicts: Q, the discounted return that followed, the
+  critics' spread) upside down, in the `lead` upright steps before a
+  turn-over, and upright elsewhere, as '<series>_<posture>' (None where no
+  step is)."""
   import numpy as np  # pylint: disable=g-import-not-at-top
-  q, returns = map(np.concatenate, zip(*critic_and_returns_per_episode))
   upside = np.concatenate(upside_down_per_episode)
   before = np.concatenate([steps_before_turning_over(u, lead) for u in upside_down_per_episode])
   by_posture = {}
-  for name, mask in (('upside_down', upside), ('before_turning_over', before),
-                     ('upright', ~upside & ~before)):
-    by_posture[f'critic_q_{name}'] = round(float(q[mask].mean()), 1) if mask.any() else None
-    by_posture[f'return_{name}'] = round(float(returns[mask].mean()), 1) if mask.any() else None
+  for posture, mask in (('upside_down', upside), ('before_turning_over', before),
+                        ('upright', ~upside & ~before)):
+    for key in series_per_episode[0]:
+      values = np.concatenate([series[key] for series in series_per_episode])
+      digits = 2 if key == 'critic_spread' else 1  # the spread is ~1% of Q
+      by_posture[f'{key}_{posture}'] = (round(float(values[mask].mean()), digits)
+                                        if mask.any() else None)
   return by_posture
 
 
@@ -374,7 +389,8 @@ def main():
 
   gamma = float(agent.sac._gamma)  # pylint: disable=protected-access
   critic_per_episode = [critic_and_returns(agent, e, gamma) for e in episodes]
-  q, returns = map(np.concatenate, zip(*(critic_calibration(*c) for c in critic_per_episode)))
+  q, returns = map(np.concatenate, zip(*(critic_calibration(c['critic_q'], c['return'])
+                                          for c in critic_per_episode)))
   common.emit('critic_calibration', round(float((q - returns).mean()), 2), 'return',
               what='mean of min-critic Q minus the discounted return that followed',
               mean_q=round(float(q.mean()), 2), mean_return=round(float(returns.mean()), 2),
@@ -397,9 +413,9 @@ def main():
     by_posture = critic_by_posture(critic_per_episode, upside_per_episode, args.turn_over_lead)
     common.emit('upside_down', round(float(flipped.mean()), 3), 'share of episodes',
                 what=f'episodes spending over {UPSIDE_DOWN_SHARE:.0%} of their steps upside down '
-                '(torso pitch past 90 degrees); critic_q_* / return_*: min-critic Q and the '
-                f'discounted return that followed, upside down, in the {args.turn_over_lead} '
-                'steps before a turn-over, and upright elsewhere',
+                '(torso pitch past 90 degrees); critic_q_* / return_* / critic_spread_*: '
+                'min-critic Q, the discounted return that followed and |Q1 - Q2|, upside down, '
+                f'in the {args.turn_over_lead} steps before a turn-over, and upright elsewhere',
                 upside_down_step_share=[round(float(v), 3) for v in shares],
                 mean_return_flipped=mean_of(returns[flipped]),
                 mean_return_upright=mean_of(returns[~flipped]),

@@ -253,16 +253,23 @@ def test_steps_before_turning_over_marks_the_upright_lead_into_each_flip():
   assert len(diagnose_run.turn_overs(np.array([1, 1, 0], bool))) == 0
 
 
-def test_critic_by_posture_splits_q_and_returns_at_the_turn_overs():
+def test_critic_by_posture_splits_q_returns_and_spread_at_the_turn_overs():
   # Episode 1 turns over at step 3 and stays over; episode 2 never does.
   upside = [np.array([0, 0, 0, 1, 1], bool), np.zeros(3, bool)]
-  q_and_returns = [(np.array([10., 20., 30., 1., 3.]), np.array([12., 21., 31., 2., 4.])),
-                   (np.array([50., 60., 70.]), np.array([40., 50., 60.]))]
-  split = diagnose_run.critic_by_posture(q_and_returns, upside, lead=2)
+  series = [{'critic_q': np.array([10., 20., 30., 1., 3.]),
+             'return': np.array([12., 21., 31., 2., 4.]),
+             'critic_spread': np.array([0.1, 0.3, 0.5, 0.0, 0.2])},
+            {'critic_q': np.array([50., 60., 70.]), 'return': np.array([40., 50., 60.]),
+             'critic_spread': np.array([0.05, 0.05, 0.2])}]
+  split = diagnose_run.critic_by_posture(series, upside, lead=2)
   assert split == {'critic_q_upside_down': 2.0, 'return_upside_down': 3.0,
+                   'critic_spread_upside_down': 0.1,
                    'critic_q_before_turning_over': 25.0, 'return_before_turning_over': 26.0,
-                   'critic_q_upright': 47.5, 'return_upright': 40.5}
+                   'critic_spread_before_turning_over': 0.4,
+                   'critic_q_upright': 47.5, 'return_upright': 40.5,
+                   'critic_spread_upright': 0.1}
   # Without a turn-over there is nothing before one, nor upside down.
-  split = diagnose_run.critic_by_posture(q_and_returns[1:], upside[1:], lead=2)
+  split = diagnose_run.critic_by_posture(series[1:], upside[1:], lead=2)
   assert split['critic_q_before_turning_over'] is None and split['critic_q_upside_down'] is None
+  assert split['critic_spread_before_turning_over'] is None
   assert split['critic_q_upright'] == 60.0
