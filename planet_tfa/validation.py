@@ -280,8 +280,10 @@ def check_train_eval(settings, experiment):
   initial_alpha = bound_value('LatentSacAgent', 'initial_alpha',
                               latent_sac_agent.LatentSacAgent)
   td_steps = bound_value('LatentSacAgent', 'td_steps', latent_sac_agent.LatentSacAgent)
+  target_pessimism = bound_value('LatentSacAgent', 'target_pessimism',
+                                 latent_sac_agent.LatentSacAgent)
   try:
-    latent_sac_agent.check_sac_settings(initial_alpha, acting_window, td_steps)
+    latent_sac_agent.check_sac_settings(initial_alpha, acting_window, td_steps, target_pessimism)
   except errors.ConfigError as error:
     raise SettingError(str(error)) from None
   if not settings['world_model_only'] and td_steps > pairs:

@@ -52,9 +52,10 @@ def changed(before, variables):
   return [not np.allclose(b, v.numpy()) for b, v in zip(before, variables)]
 
 
-@pytest.mark.parametrize('td_steps', [1, 3])
-def test_one_train_step_changes_model_critic_actor_and_alpha(td_steps):
-  agent = make_agent(td_steps=td_steps)
+@pytest.mark.parametrize('sac_settings', [{'td_steps': 1}, {'td_steps': 3},
+                                          {'target_pessimism': 1.0}])
+def test_one_train_step_changes_model_critic_actor_and_alpha(sac_settings):
+  agent = make_agent(**sac_settings)
   experience = fixed_windows()
   groups = {
       'world model': agent.world_model_variables(),

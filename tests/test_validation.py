@@ -68,6 +68,15 @@ def test_td_steps_outside_one_to_the_window_pairs_is_rejected_naming_it(tmp_path
     assert part in message
 
 
+@pytest.mark.parametrize('target_pessimism', [-0.5, float('inf'), 'high'])
+def test_a_negative_or_non_numeric_target_pessimism_is_rejected_naming_it(tmp_path,
+                                                                          target_pessimism):
+  gin.bind_parameter('LatentSacAgent.target_pessimism', target_pessimism)
+  message = start_with(tmp_path)
+  assert f'LatentSacAgent.target_pessimism={target_pessimism!r}' in message
+  assert 'finite number >= 0' in message
+
+
 def test_agent_refuses_a_burn_in_that_leaves_no_pairs():
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from test_latent_sac_agent import make_agent, fixed_windows  # pylint: disable=g-import-not-at-top

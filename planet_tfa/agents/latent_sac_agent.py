@@ -39,6 +39,7 @@ from planet_tfa import errors
 from planet_tfa import setting_values
 from planet_tfa.agents import cem_policy
 from planet_tfa.agents import latent_policy
+from planet_tfa.agents import pessimistic_sac
 from planet_tfa.agents import world_model as world_model_lib
 from planet_tfa.networks import rssm as rssm_lib
 from planet_tfa.networks import rssm_network
@@ -50,7 +51,7 @@ POLICY_KINDS = ('sac', 'cem')
 NON_FINITE_LOSS = 'world-model loss is NaN or inf'
 
 
-def check_sac_settings(initial_alpha, acting_window, td_steps=1):
+def check_sac_settings(initial_alpha, acting_window, td_steps=1, target_pessimism=0.0):
   """Named errors for the temperature, acting-window and TD-target settings."""
   if initial_alpha is not None and not (
       setting_values.is_number(initial_alpha) and initial_alpha > 0):
@@ -67,6 +68,11 @@ def check_sac_settings(initial_alpha, acting_window, td_steps=1):
     raise errors.ConfigError(
         f'LatentSacAgent.td_steps={td_steps!r}: must be a whole number >= 1 (rewards the '
         "critic's target sums before it bootstraps; 1: the one-step target).")
+  if not (setting_values.is_finite_number(target_pessimism) and target_pessimism >= 0):
+    raise errors.ConfigError(
+        f'LatentSacAgent.target_pessimism={target_pessimism!r}: must be a finite number >= 0 (the '
+        "multiple of the target critics' disagreement |Q1 - Q2| taken off SAC's min(Q1, Q2) "
+        'target; 0: SAC\'s own target).')
 
 
 def _legacy_adam(learning_rate, epsilon=1e-7):
@@ -103,6 +109,9 @@ class LatentSacAgent(tf_agent.TFAgent):
       (1: the one-step target of SAC and SLAC). Cut short at the episode's
       end and at the window's end, where it bootstraps from the last step it
       reached. Carries a cost (a fall) back n steps per update instead of one.
+    target_pessimism: beta >= 0: the critic bootstraps from min(Q1', Q2') -
+      beta * |Q1' - Q2'| (0: SAC's min; `PessimisticSacAgent`), lower where
+      the twin critics disagree, i.e. on rarely seen states.
     train_world_model, train_sac: turn either update off (a frozen world model;
       a world-model-only run).
     greedy_filter: how the greedy policy (evaluation and the exported
@@ -129,7 +138,7 @@ class LatentSacAgent(tf_agent.TFAgent):
                target_entropy=None, gamma=0.99, target_update_tau=0.005,
                target_update_period=1, reward_scale_factor=1.0, initial_log_alpha=0.0,
                initial_alpha=None, acting_window=None, sac_burn_in=3, td_steps=1,
-               train_world_model=True, train_sac=True,
+               target_pessimism=0.0, train_world_model=True, train_sac=True,
                greedy_filter='mean', collect_with='sac', eval_with='sac',
                train_step_counter=None, name='LatentSacAgent'):
     tf.Module.__init__(self, name=name)
@@ -146,7 +155,7 @@ class LatentSacAgent(tf_agent.TFAgent):
     if world_model is None:
       world_model = world_model_lib.WorldModel(time_step_spec.observation, action_spec)
     self._world_model = world_model
-    check_sac_settings(initial_alpha, acting_window, td_steps)
+    check_sac_settings(initial_alpha, acting_window, td_steps, target_pessimism)
     if initial_alpha is not None:
       initial_log_alpha = math.log(initial_alpha)
     self._filter_network = rssm_network.RssmEncodingNetwork(
@@ -163,7 +172,12 @@ class LatentSacAgent(tf_agent.TFAgent):
         kernel_initializer='glorot_uniform', last_kernel_initializer='glorot_uniform')
     if target_entropy is None:
       target_entropy = -float(action_spec.shape.num_elements())
-    self._sac = sac_agent.SacAgent(
+    # beta = 0 keeps TF-Agents' own SacAgent; both hold the same variables.
+    sac_class, pessimism = sac_agent.SacAgent, {}
+    if target_pessimism:
+      sac_class = pessimistic_sac.PessimisticSacAgent
+      pessimism = {'target_pessimism': target_pessimism}
+    self._sac = sac_class(
         feature_time_step_spec, action_spec,
         critic_network=critic_net, actor_network=actor_net,
         actor_optimizer=_legacy_adam(actor_learning_rate),
@@ -173,7 +187,7 @@ class LatentSacAgent(tf_agent.TFAgent):
         gamma=gamma, reward_scale_factor=reward_scale_factor,
         initial_log_alpha=initial_log_alpha, target_entropy=target_entropy,
         gradient_clipping=sac_gradient_clipping,
-        train_step_counter=train_step_counter)
+        train_step_counter=train_step_counter, **pessimism)
     self._sac.initialize()
     self._actor_network = actor_net
     self._model_optimizer = _legacy_adam(model_learning_rate, epsilon=1e-4)
