@@ -199,7 +199,7 @@ def test_planner_eval_names_an_unknown_policy_before_loading_anything(flags):
   import sys
   result = subprocess.run(
       [sys.executable, '-m', 'bench.planner_eval', '--root_dir=/nonexistent/root'] + flags,
-      capture_output=True, text=True, timeout=120, check=False,
+      capture_output=True, text=True, timeout=300, check=False,
       cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
   assert result.returncode != 0
   name = flags[0].split('=')[1].split(',')[-1]

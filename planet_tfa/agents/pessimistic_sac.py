@@ -3,7 +3,7 @@
 SAC bootstraps from min(Q1', Q2') of the target critics. `target_pessimism`
 beta subtracts beta * |Q1' - Q2'| more (beta = 0: SAC's target; min itself is
 mean - |Q1' - Q2'| / 2). The twin critics disagree most on what they saw
-least (on cheetah, 2-3.5x more in the second before a turn-over than upright:
+least (on cheetah, 1.7-3.5x more in the second before a turn-over than upright:
 docs/learning.md), so the penalty lands on rarely seen states more than on
 common ones, as REDQ's min over a random pair of a larger ensemble does.
 Everything else, the actor and temperature losses included, is SacAgent's.
