@@ -95,11 +95,6 @@ def upside_down_steps(pitches):
   return np.abs(wrapped) > np.pi / 2
 
 
-def upside_down_share(pitches):
-  """Share of the steps whose pitch (radians, unwrapped) is past 90 degrees."""
-  return float(upside_down_steps(pitches).mean())
-
-
 def turn_overs(upside_down):
   """The steps where the body turns over: upside down after an upright step."""
   import numpy as np  # pylint: disable=g-import-not-at-top
@@ -306,11 +301,12 @@ def critic_by_posture(series_per_episode, upside_down_per_episode, lead):
   import numpy as np  # pylint: disable=g-import-not-at-top
   upside = np.concatenate(upside_down_per_episode)
   before = np.concatenate([steps_before_turning_over(u, lead) for u in upside_down_per_episode])
+  all_steps = {key: np.concatenate([series[key] for series in series_per_episode])
+               for key in series_per_episode[0]}
   by_posture = {}
   for posture, mask in (('upside_down', upside), ('before_turning_over', before),
                         ('upright', ~upside & ~before)):
-    for key in series_per_episode[0]:
-      values = np.concatenate([series[key] for series in series_per_episode])
+    for key, values in all_steps.items():
       digits = 2 if key == 'critic_spread' else 1  # the spread is ~1% of Q
       by_posture[f'{key}_{posture}'] = (round(float(values[mask].mean()), digits)
                                         if mask.any() else None)

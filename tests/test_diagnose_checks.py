@@ -208,10 +208,10 @@ def test_planner_eval_names_an_unknown_policy_before_loading_anything(flags):
   assert 'Traceback' not in result.stderr
 
 
-def test_upside_down_share_wraps_the_pitch():
+def test_upside_down_steps_wrap_the_pitch():
   # A full turn forward is upright again; past 90 degrees either way is upside down.
-  assert diagnose_run.upside_down_share([2 * np.pi + 0.1, -0.2, 1.5]) == 0.0
-  assert diagnose_run.upside_down_share([np.pi - 0.1, -np.pi + 0.1, 0.0, 3 * np.pi]) == 0.75
+  assert diagnose_run.upside_down_steps([2 * np.pi + 0.1, -0.2, 1.5]).mean() == 0.0
+  assert diagnose_run.upside_down_steps([np.pi - 0.1, -np.pi + 0.1, 0.0, 3 * np.pi]).mean() == 0.75
 
 
 def test_torso_pitch_reads_the_real_cheetahs_rooty_joint_through_the_wrappers():
@@ -224,7 +224,7 @@ def test_torso_pitch_reads_the_real_cheetahs_rooty_joint_through_the_wrappers():
     # TF-Agents' wrappers pass attribute reads through to dm_control's env.
     env.physics.named.data.qpos['rooty'] = np.pi  # turned over
     assert diagnose_run.torso_pitch(env) == pytest.approx(np.pi)
-    assert diagnose_run.upside_down_share([diagnose_run.torso_pitch(env)]) == 1.0
+    assert diagnose_run.upside_down_steps([diagnose_run.torso_pitch(env)]).mean() == 1.0
   finally:
     env.close()
   cartpole = suites.load_dmc_pixels('cartpole-swingup', image_size=16, seed=0)
