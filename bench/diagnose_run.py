@@ -1,11 +1,12 @@
 """Why a trained run scores what it scores: model, critic and entropy checks (issue 14).
 
   python -m bench.diagnose_run --root_dir=ROOT [--episodes 2] [--seed 100]
-      [--horizon 12] [--context 5]
+      [--horizon 12] [--context 5] [--policy greedy|stochastic]
 
-Loads ROOT's newest checkpoint (its own operative config) and drives greedy
-actor episodes on the run's task, recording every frame, action, reward and
-filter belief. Then, on those episodes, one JSON line per check:
+Loads ROOT's newest checkpoint (its own operative config) and drives actor
+episodes on the run's task (greedy, or with `--policy stochastic` the policy
+that samples its actions, as the stochastic evaluation and SLAC's curves do),
+recording every frame, action, reward and filter belief. Then, on those episodes, one JSON line per check:
 
   open_loop_image_mse   the world model's open-loop frames: observe `context`
                         frames, imagine `horizon` more under the real actions;
@@ -53,11 +54,17 @@ import sys
 from bench import common
 
 
+ACTING_POLICIES = ('greedy', 'stochastic')
+
+
 def parse_args(argv=None):
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument('--root_dir', required=True)
   parser.add_argument('--episodes', type=int, default=2)
-  parser.add_argument('--seed', type=int, default=100)
+  parser.add_argument('--seed', type=int, default=100,
+                      help="the task's seed, and the stochastic policy's sampling seed")
+  parser.add_argument('--policy', choices=ACTING_POLICIES, default='greedy',
+                      help='which actor drives the episodes: its mode, or its sampled actions')
   parser.add_argument('--horizon', type=int, default=12, help='imagined agent steps')
   parser.add_argument('--context', type=int, default=5, help='observed frames before imagining')
   parser.add_argument('--stride', type=int, default=8, help='agent steps between checked windows')
@@ -114,7 +121,7 @@ def steps_before_turning_over(upside_down, lead):
 
 
 def record_episode(agent, env, policy=None):
-  """One greedy episode as numpy: frames, actions, rewards, and after each frame
+  """One episode as numpy: frames, actions, rewards, and after each frame
   the filter's belief (deter, stoch) and the features SAC sees. `policy`: any
   policy with the actor's filter state (the CEM planner has it); default the
   greedy latent actor."""
@@ -150,6 +157,15 @@ def record_episode(agent, env, policy=None):
               features=rssm_lib.features(belief).numpy(), final_discount=float(step.discount),
               final_deter=final_belief['deter'], final_stoch=final_belief['stoch'],
               torso_pitch=None if None in pitch else np.array(pitch), **belief)
+
+
+def acting_policy(agent, name):
+  """The latent actor policy `name` (one of ACTING_POLICIES): 'stochastic'
+  samples the posterior and the action, as the collect policy and the
+  stochastic evaluation do."""
+  if name not in ACTING_POLICIES:
+    raise ValueError(f'policy {name!r}: use one of {ACTING_POLICIES}')
+  return agent.make_policy('sac', name == 'greedy')
 
 
 def roc_auc(scores, positive):
@@ -358,10 +374,16 @@ def main():
   args = parse_args()
   import numpy as np  # pylint: disable=g-import-not-at-top
 
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+
   root = os.path.abspath(args.root_dir)
-  agent, episodes = episodes_on_run(root, args.seed, args.episodes, record_episode)
+  if args.policy == 'stochastic':  # its samples repeat with the seed (greedy runs stay as before)
+    tf.random.set_seed(args.seed)
+  agent, episodes = episodes_on_run(
+      root, args.seed, args.episodes,
+      lambda agent, env: record_episode(agent, env, acting_policy(agent, args.policy)))
   run = dict(root_dir=root, train_step=int(agent.train_step_counter.numpy()),
-             env_seed=args.seed, episodes=args.episodes,
+             env_seed=args.seed, episodes=args.episodes, policy=args.policy,
              episode_returns=[round(float(e['rewards'].sum()), 1) for e in episodes])
 
   model_mse, still_mse, windows = zip(*(open_loop_images(agent, e, args.context, args.horizon,

@@ -192,6 +192,30 @@ def test_an_episode_is_recorded_with_the_policy_given_and_its_filter_beliefs():
   assert np.abs(actor_actions - planner_actions).max() > 1e-3  # the two policies differ here
 
 
+def test_the_stochastic_diagnosis_samples_its_actions_and_the_greedy_one_repeats():
+  """`--policy stochastic` drives the episodes with sampled actions (two sampling
+  seeds, two action sequences on the same task seed); `greedy` with the actor's
+  mode (the same actions under any sampling seed)."""
+  from tf_agents.environments import random_py_environment
+  from tf_agents.specs import array_spec
+  agent = tiny_model.agent(OBS_SPEC, ACTION_SPEC)
+
+  def actions(name, sampling_seed):
+    env = random_py_environment.RandomPyEnvironment(
+        {'pixels': array_spec.BoundedArraySpec([64, 64, 3], np.uint8, 0, 255, 'pixels'),
+         'ego': array_spec.BoundedArraySpec([3], np.float32, -1, 1, 'ego')},
+        array_spec.BoundedArraySpec([2], np.float32, -1, 1, 'action'),
+        min_duration=4, max_duration=4, seed=3)
+    tf.random.set_seed(sampling_seed)
+    return diagnose_run.record_episode(agent, env, diagnose_run.acting_policy(agent, name))['actions']
+
+  np.testing.assert_allclose(actions('greedy', 1), actions('greedy', 2), atol=1e-6)
+  assert np.abs(actions('stochastic', 1) - actions('stochastic', 2)).max() > 1e-3
+  assert diagnose_run.parse_args(['--root_dir=r']).policy == 'greedy'
+  with pytest.raises(ValueError, match="policy 'mode'"):
+    diagnose_run.acting_policy(agent, 'mode')
+
+
 @pytest.mark.parametrize('flags', [['--policies=sac,cme'], ['--approach_with=approach']])
 def test_planner_eval_names_an_unknown_policy_before_loading_anything(flags):
   """A typo stops the program at once, naming it and the valid names (the root is never read)."""
