@@ -6,7 +6,8 @@
 Loads ROOT's newest checkpoint (its own operative config) and drives actor
 episodes on the run's task (greedy, or with `--policy stochastic` the policy
 that samples its actions, as the stochastic evaluation and SLAC's curves do),
-recording every frame, action, reward and filter belief. Then, on those episodes, one JSON line per check:
+recording every frame, action, reward and filter belief. Then, on those
+episodes, one JSON line per check:
 
   open_loop_image_mse   the world model's open-loop frames: observe `context`
                         frames, imagine `horizon` more under the real actions;
@@ -373,7 +374,6 @@ def episodes_on_run(root_dir, seed, num_episodes, episode_fn):
 def main():
   args = parse_args()
   import numpy as np  # pylint: disable=g-import-not-at-top
-
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
 
   root = os.path.abspath(args.root_dir)
