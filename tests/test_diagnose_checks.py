@@ -147,20 +147,26 @@ def test_the_approach_check_scores_the_crashing_actions_and_both_plans_before_ea
   assert planner_eval.approach_check([timed_out], seeing, blind)['checks'] == 0
 
 
-def test_an_episode_is_recorded_with_the_policy_given_and_its_filter_beliefs():
-  """planner_eval's `--approach_with cem` checks the planner's own crashes: the
-  recorded actions are the planner's (replayed frame by frame from its initial
-  state), not the actor's, and each belief is the policy state after its frame."""
+def _four_step_random_env():
+  """A real py environment of OBS_SPEC / ACTION_SPEC's shapes: 4-step episodes,
+  the same observations for the same seed whatever the actions."""
   from tf_agents.environments import random_py_environment
   from tf_agents.specs import array_spec
-  from tf_agents.trajectories import time_step as ts
-  model = tiny_model.world_model(OBS_SPEC, ACTION_SPEC, image_depth=8, continuation_scale=1.0)
-  agent = tiny_model.agent(OBS_SPEC, ACTION_SPEC, model=model)
-  env = random_py_environment.RandomPyEnvironment(
+  return random_py_environment.RandomPyEnvironment(
       {'pixels': array_spec.BoundedArraySpec([64, 64, 3], np.uint8, 0, 255, 'pixels'),
        'ego': array_spec.BoundedArraySpec([3], np.float32, -1, 1, 'ego')},
       array_spec.BoundedArraySpec([2], np.float32, -1, 1, 'action'),
       min_duration=4, max_duration=4, seed=3)
+
+
+def test_an_episode_is_recorded_with_the_policy_given_and_its_filter_beliefs():
+  """planner_eval's `--approach_with cem` checks the planner's own crashes: the
+  recorded actions are the planner's (replayed frame by frame from its initial
+  state), not the actor's, and each belief is the policy state after its frame."""
+  from tf_agents.trajectories import time_step as ts
+  model = tiny_model.world_model(OBS_SPEC, ACTION_SPEC, image_depth=8, continuation_scale=1.0)
+  agent = tiny_model.agent(OBS_SPEC, ACTION_SPEC, model=model)
+  env = _four_step_random_env()
   planner = agent.make_policy('cem', True, horizon=3, num_candidates=16, top_k=4, iterations=2)
   episode = diagnose_run.record_episode(agent, env, planner)
   assert len(episode['actions']) == 4
@@ -196,16 +202,10 @@ def test_the_stochastic_diagnosis_samples_its_actions_and_the_greedy_one_repeats
   """`--policy stochastic` drives the episodes with sampled actions (two sampling
   seeds, two action sequences on the same task seed); `greedy` with the actor's
   mode (the same actions under any sampling seed)."""
-  from tf_agents.environments import random_py_environment
-  from tf_agents.specs import array_spec
   agent = tiny_model.agent(OBS_SPEC, ACTION_SPEC)
 
   def actions(name, sampling_seed):
-    env = random_py_environment.RandomPyEnvironment(
-        {'pixels': array_spec.BoundedArraySpec([64, 64, 3], np.uint8, 0, 255, 'pixels'),
-         'ego': array_spec.BoundedArraySpec([3], np.float32, -1, 1, 'ego')},
-        array_spec.BoundedArraySpec([2], np.float32, -1, 1, 'action'),
-        min_duration=4, max_duration=4, seed=3)
+    env = _four_step_random_env()
     tf.random.set_seed(sampling_seed)
     return diagnose_run.record_episode(agent, env, diagnose_run.acting_policy(agent, name))['actions']
 
