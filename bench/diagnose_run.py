@@ -2,6 +2,7 @@
 
   python -m bench.diagnose_run --root_dir=ROOT [--episodes 2] [--seed 100]
       [--horizon 12] [--context 5] [--policy greedy|stochastic]
+      [--turn_over_lead 25] [--lead_bins 5,12] [--probe_ridge 0.1]
 
 Loads ROOT's newest checkpoint (its own operative config) and drives actor
 episodes on the run's task (greedy, or with `--policy stochastic` the policy
@@ -47,6 +48,15 @@ episodes, one JSON line per check:
                         whether the critic sees what a flip costs; and the
                         twin critics' spread |Q1 - Q2| there (what a
                         pessimistic target on their disagreement could use).
+  fall_foresight        (with upside_down) whether a fall can be seen coming:
+                        the upright steps in the `turn_over_lead` steps
+                        before a turn-over against upright steps farther from
+                        one, as ROC AUC, overall and by steps to the fall, of
+                        a linear probe on the features SAC sees (fit on the
+                        other episodes), the same probe on the simulator's
+                        joint state, minus the critic's Q, and minus the
+                        return that followed: whether a critic blind to a
+                        fall lacks the features or does not use them.
 """
 import argparse
 import os
@@ -71,6 +81,10 @@ def parse_args(argv=None):
   parser.add_argument('--stride', type=int, default=8, help='agent steps between checked windows')
   parser.add_argument('--turn_over_lead', type=int, default=25,
                       help='agent steps before a turn-over that the upside_down check calls leading into it')
+  parser.add_argument('--lead_bins', default='5,12',
+                      help='steps-to-fall bin edges below --turn_over_lead for the fall_foresight check')
+  parser.add_argument('--probe_ridge', type=float, default=0.1,
+                      help="fall_foresight's linear probes: ridge penalty on standardized inputs")
   parser.add_argument('--foresight', default='0,1,3,6,12',
                       help='imagined steps k of the continuation_foresight check (0: filtered)')
   return parser.parse_args(argv)
@@ -79,21 +93,50 @@ def parse_args(argv=None):
 UPSIDE_DOWN_SHARE = 0.1  # an episode "flipped": this share of its steps upside down
 
 
-def torso_pitch(env):
-  """The body's pitch in radians (the `rooty` joint of dm_control's planar
-  bodies: cheetah, walker, hopper) under `env`'s wrappers; None where the task
-  has no such joint or `env` no dm_control physics."""
+def dm_physics(env):
+  """dm_control's physics under `env`'s wrappers (TF-Agents' wrappers keep the
+  wrapped env as `_env`, dm_control's suite wrappers as `_environment`); None
+  where there is none."""
   for _ in range(16):
     physics = getattr(env, 'physics', None)
     if physics is not None:
-      try:
-        return float(physics.named.data.qpos['rooty'][0])
-      except (KeyError, AttributeError):  # no such joint, or not dm_control's physics
-        return None
+      return physics
     env = getattr(env, '_env', None) or getattr(env, '_environment', None)
     if env is None:
       return None
   return None
+
+
+def torso_pitch(env):
+  """The body's pitch in radians (the `rooty` joint of dm_control's planar
+  bodies: cheetah, walker, hopper) under `env`'s wrappers; None where the task
+  has no such joint or `env` no dm_control physics."""
+  physics = dm_physics(env)
+  try:
+    return None if physics is None else float(physics.named.data.qpos['rooty'][0])
+  except (KeyError, AttributeError):  # no such joint, or not dm_control's physics
+    return None
+
+
+def body_state(env):
+  """What the simulator knows of the body now, as a linear probe's reference
+  input: the joint positions (the pitch `rooty` as its sine and cosine, which do
+  not jump at a full turn; the track position `rootx` left out, the task does
+  not depend on it) and all joint velocities. None without dm_control physics."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  physics = dm_physics(env)
+  try:
+    qpos, qvel = np.array(physics.data.qpos), np.array(physics.data.qvel)
+    names = list(physics.named.data.qpos.axes.row.names)
+  except AttributeError:  # None, or not dm_control's physics
+    return None
+  if len(names) != len(qpos):  # ball or free joints: several numbers per name
+    return np.concatenate([qpos, qvel]).astype(np.float32)
+  kept = [qpos[i] for i, name in enumerate(names) if name not in ('rootx', 'rooty')]
+  if 'rooty' in names:
+    pitch = qpos[names.index('rooty')]
+    kept += [np.sin(pitch), np.cos(pitch)]
+  return np.concatenate([kept, qvel]).astype(np.float32)
 
 
 def upside_down_steps(pitches):
@@ -110,15 +153,21 @@ def turn_overs(upside_down):
   return np.flatnonzero(~upside_down[:-1] & upside_down[1:]) + 1
 
 
+def steps_to_turning_over(upside_down):
+  """Per step, how many steps until the next turn-over (1: the next step is
+  upside down); inf where none follows."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  distance = np.full(len(upside_down), np.inf)
+  for onset in turn_overs(upside_down)[::-1]:  # the nearest onset is written last
+    distance[:onset] = onset - np.arange(onset)
+  return distance
+
+
 def steps_before_turning_over(upside_down, lead):
   """The upright steps among the `lead` steps before each turn-over: where a
   critic that sees a flip coming values the state below upright running."""
   import numpy as np  # pylint: disable=g-import-not-at-top
-  upside_down = np.asarray(upside_down, bool)
-  before = np.zeros_like(upside_down)
-  for onset in turn_overs(upside_down):
-    before[max(0, onset - lead):onset] = True
-  return before & ~upside_down
+  return (steps_to_turning_over(upside_down) <= lead) & ~np.asarray(upside_down, bool)
 
 
 def record_episode(agent, env, policy=None):
@@ -135,7 +184,7 @@ def record_episode(agent, env, policy=None):
     policy = agent.make_policy('sac', True)
   act = tfa_common.function(policy.action)
   step, state = env.reset(), policy.get_initial_state(1)
-  frames, actions, rewards, deter, stoch, pitch = [], [], [], [], [], []
+  frames, actions, rewards, deter, stoch, pitch, body = [], [], [], [], [], [], []
   while True:  # pylint: disable=while-used
     batched = ts.TimeStep(tf.constant([step.step_type]), tf.constant([step.reward], tf.float32),
                           tf.constant([step.discount], tf.float32),
@@ -149,6 +198,7 @@ def record_episode(agent, env, policy=None):
     deter.append(state['deter'].numpy()[0])
     stoch.append(state['stoch'].numpy()[0])
     actions.append(out.action.numpy()[0])
+    body.append(body_state(env))  # the simulator at the frame the belief has just seen
     step = env.step(actions[-1])
     rewards.append(float(step.reward))
     pitch.append(torso_pitch(env))
@@ -157,7 +207,8 @@ def record_episode(agent, env, policy=None):
               actions=np.array(actions, np.float32), rewards=np.array(rewards, np.float32),
               features=rssm_lib.features(belief).numpy(), final_discount=float(step.discount),
               final_deter=final_belief['deter'], final_stoch=final_belief['stoch'],
-              torso_pitch=None if None in pitch else np.array(pitch), **belief)
+              torso_pitch=None if None in pitch else np.array(pitch),
+              body_state=None if any(b is None for b in body) else np.stack(body), **belief)
 
 
 def acting_policy(agent, name):
@@ -330,6 +381,68 @@ def critic_by_posture(series_per_episode, upside_down_per_episode, lead):
   return by_posture
 
 
+def probe_scores_held_out(inputs_per_episode, positive_per_episode, used_per_episode, ridge):
+  """A linear probe's scores, each episode's from a probe fit on the others
+  (leave one episode out: steps of one episode are too alike to test on).
+  The probe is ridge regression onto +1 (positive) / -1, the two classes
+  weighed equally, on inputs standardized by the training episodes. Returns
+  the used steps' scores, concatenated in episode order; None unless two or
+  more episodes have positive steps (one cannot be scored by the others)."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  inputs = [np.asarray(x, np.float64)[u] for x, u in zip(inputs_per_episode, used_per_episode)]
+  labels = [np.asarray(p, bool)[u] for p, u in zip(positive_per_episode, used_per_episode)]
+  if sum(label.any() for label in labels) < 2:
+    return None
+  scores = []
+  for held_out in range(len(inputs)):
+    x = np.concatenate([v for i, v in enumerate(inputs) if i != held_out])
+    y = np.concatenate([v for i, v in enumerate(labels) if i != held_out])
+    if y.all():  # only positives left to learn from: nothing separates them
+      return None
+    mean, std = x.mean(0), np.maximum(x.std(0), 1e-6)
+    design = np.concatenate([(x - mean) / std, np.ones([len(x), 1])], axis=1)
+    weight = np.where(y, 0.5 / y.sum(), 0.5 / (~y).sum())
+    penalty = ridge * np.eye(design.shape[1])
+    penalty[-1, -1] = 0.0  # the intercept is not shrunk
+    coef = np.linalg.solve(design.T @ (weight[:, None] * design) + penalty,
+                           design.T @ (weight * np.where(y, 1.0, -1.0)))
+    test = (inputs[held_out] - mean) / std
+    scores.append(test @ coef[:-1] + coef[-1])
+  return np.concatenate(scores)
+
+
+def fall_foresight(scorers, upside_down_per_episode, lead, lead_bins, ridge):
+  """How well each scorer tells the upright steps at most `lead` steps before
+  a turn-over (positive) from upright steps with no turn-over that near
+  (negative), as ROC AUC (0.5: it does not see the fall coming), over all of
+  them and per bin of steps-to-fall: bins (0, b1], (b1, b2], ... (bk, lead] for
+  `lead_bins` = (b1, ..., bk). `scorers`: name -> ('probe', inputs per episode),
+  fit held out (`probe_scores_held_out`), or ('score', per-episode scores
+  that are higher where a fall is nearer, e.g. minus the critic's Q)."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  distance = [steps_to_turning_over(u) for u in upside_down_per_episode]
+  used = [~np.asarray(u, bool) for u in upside_down_per_episode]
+  positive = [d <= lead for d in distance]
+  distance_used = np.concatenate([d[u] for d, u in zip(distance, used)])
+  positive_used = distance_used <= lead
+  edges = [0] + [b for b in lead_bins if 0 < b < lead] + [lead]
+  result = {'positive_steps': int(positive_used.sum()),
+            'negative_steps': int((~positive_used).sum()), 'by_steps_to_fall': {}}
+  for name, (kind, series) in scorers.items():
+    if kind == 'probe':
+      scores = probe_scores_held_out(series, positive, used, ridge)
+    else:
+      scores = np.concatenate([np.asarray(s, np.float64)[u] for s, u in zip(series, used)])
+    auc = lambda mask: (None if scores is None or not mask.any()  # pylint: disable=unnecessary-lambda-assignment,cell-var-from-loop
+                        else round(roc_auc(scores[mask | ~positive_used],
+                                           mask[mask | ~positive_used]), 3))
+    result[name] = auc(positive_used)
+    for low, high in zip(edges[:-1], edges[1:]):
+      in_bin = (distance_used > low) & (distance_used <= high)
+      result['by_steps_to_fall'].setdefault(f'{low + 1}-{high}', {})[name] = auc(in_bin)
+  return result
+
+
 def critic_calibration(q, returns):
   """An episode's critic_and_returns on its first half, where the bootstrap
   weighs little in the return."""
@@ -439,6 +552,20 @@ def main():
                 mean_return_upright=mean_of(returns[~flipped]),
                 turn_overs=sum(len(turn_overs(u)) for u in upside_per_episode),
                 **by_posture, **run)
+    scorers = {'latent_probe': ('probe', [e['features'] for e in episodes]),
+               'critic': ('score', [-c['critic_q'] for c in critic_per_episode]),
+               'return_that_followed': ('score', [-c['return'] for c in critic_per_episode])}
+    if all(e['body_state'] is not None for e in episodes):
+      scorers['body_probe'] = ('probe', [e['body_state'] for e in episodes])
+    foresight = fall_foresight(scorers, upside_per_episode, args.turn_over_lead,
+                               [int(v) for v in args.lead_bins.split(',')], args.probe_ridge)
+    common.emit('fall_foresight', foresight.pop('latent_probe'), 'auc',
+                what=f'ROC AUC: upright steps at most {args.turn_over_lead} steps before a '
+                'turn-over vs upright steps farther from one (0.5: blind to the fall). The value: '
+                'a linear probe on the features SAC sees, fit leaving each episode out; '
+                'body_probe: the same probe on the simulator\'s joint state (what can be known); '
+                'critic: minus min-critic Q; return_that_followed: minus the discounted return '
+                '(what the critic should learn)', ridge=args.probe_ridge, **foresight, **run)
 
   if agent.world_model.continuation_decoder is not None:
     for k in (int(v) for v in args.foresight.split(',')):

@@ -297,3 +297,108 @@ def test_critic_by_posture_splits_q_returns_and_spread_at_the_turn_overs():
   assert split['critic_q_before_turning_over'] is None and split['critic_q_upside_down'] is None
   assert split['critic_spread_before_turning_over'] is None
   assert split['critic_q_upright'] == 60.0
+
+
+def test_steps_to_turning_over_counts_down_to_the_nearest_flip_ahead():
+  upside = np.array([0, 0, 0, 0, 1, 1, 0, 0, 1, 0], bool)
+  np.testing.assert_array_equal(diagnose_run.steps_to_turning_over(upside),
+                                [4, 3, 2, 1, 4, 3, 2, 1, np.inf, np.inf])
+  assert np.isinf(diagnose_run.steps_to_turning_over(np.zeros(3, bool))).all()
+
+
+def test_body_state_reads_the_cheetahs_joints_with_the_pitch_as_sine_and_cosine():
+  from planet_tfa.environments import suites  # pylint: disable=g-import-not-at-top
+  env = suites.load_dmc_pixels('cheetah-run', action_repeat=4, image_size=16, seed=0)
+  try:
+    env.reset()
+    physics = env.physics
+    physics.named.data.qpos['rootx'] = 123.0  # far down the track: not part of the state
+    physics.named.data.qpos['rooty'] = np.pi  # turned over
+    physics.named.data.qpos['bthigh'] = 0.25
+    physics.named.data.qvel['rooty'] = -3.0
+    state = diagnose_run.body_state(env)
+    # 9 joints: rootz and the six leg joints, sin and cos of the pitch, 9 velocities.
+    assert state.shape == (7 + 2 + 9,) and state.dtype == np.float32
+    assert 123.0 not in state
+    np.testing.assert_allclose(state[7:9], [0.0, -1.0], atol=1e-6)
+    assert state[1] == pytest.approx(0.25)  # bthigh follows rootz
+    np.testing.assert_allclose(state[9:], physics.data.qvel, rtol=1e-6)
+  finally:
+    env.close()
+  cartpole = suites.load_dmc_pixels('cartpole-swingup', image_size=16, seed=0)
+  try:
+    cartpole.reset()
+    assert diagnose_run.body_state(cartpole).shape == (4,)  # slider and pole, and their speeds
+  finally:
+    cartpole.close()
+  assert diagnose_run.body_state(types.SimpleNamespace(_env=types.SimpleNamespace(
+      physics=object()))) is None
+  assert diagnose_run.body_state(_four_step_random_env()) is None
+
+
+def _episodes_with_flips(num_episodes=6, steps=80, onset=60, flipping=(0, 1, 2, 3), seed=0):
+  """Upside-down masks: episodes in `flipping` turn over at `onset` and stay over."""
+  upside = []
+  for i in range(num_episodes):
+    u = np.zeros(steps, bool)
+    if i in flipping:
+      u[onset:] = True
+    upside.append(u)
+  return upside
+
+
+def test_fall_foresight_scores_each_lead_bin_against_the_steps_far_from_a_fall():
+  upside = _episodes_with_flips()
+  distance = [diagnose_run.steps_to_turning_over(u) for u in upside]
+  # Sees only the last 5 steps before a fall; rates upside-down steps highest
+  # of all, which must not count: they are neither lead-in nor upright running.
+  last_five = [np.where(u, 100.0, (d <= 5).astype(float)) for u, d in zip(upside, distance)]
+  nearer = [np.where(u, 100.0, -np.minimum(d, 1e3)) for u, d in zip(upside, distance)]
+  result = diagnose_run.fall_foresight(
+      {'last_five': ('score', last_five), 'nearer': ('score', nearer)},
+      upside, lead=25, lead_bins=[5, 12], ridge=0.1)
+  assert result['positive_steps'] == 4 * 25
+  assert result['negative_steps'] == 4 * 35 + 2 * 80
+  assert result['last_five'] == pytest.approx((5 + 0.5 * 20) / 25)
+  assert result['by_steps_to_fall'] == {
+      '1-5': {'last_five': 1.0, 'nearer': 1.0}, '6-12': {'last_five': 0.5, 'nearer': 1.0},
+      '13-25': {'last_five': 0.5, 'nearer': 1.0}}
+  assert result['nearer'] == 1.0
+
+
+def test_the_fall_probe_finds_a_signal_in_the_inputs_and_none_in_noise():
+  rng = np.random.default_rng(0)
+  upside = _episodes_with_flips()
+  distance = [diagnose_run.steps_to_turning_over(u) for u in upside]
+  noise = [rng.normal(size=(80, 6)) for _ in upside]
+  # One input leans towards a coming fall (plus noise), among five noise inputs.
+  signal = [np.concatenate([n[:, :5], (d <= 25)[:, None] + 0.3 * n[:, 5:]], axis=1)
+            for n, d in zip(noise, distance)]
+  result = diagnose_run.fall_foresight(
+      {'signal': ('probe', signal), 'noise': ('probe', noise)}, upside, lead=25,
+      lead_bins=[], ridge=0.1)
+  assert result['signal'] > 0.95
+  assert 0.3 < result['noise'] < 0.7
+  assert list(result['by_steps_to_fall']) == ['1-25']
+
+
+def test_each_episode_is_scored_by_a_probe_that_never_saw_it():
+  rng = np.random.default_rng(1)
+  upside = _episodes_with_flips()
+  used = [~u for u in upside]
+  positive = [diagnose_run.steps_to_turning_over(u) <= 25 for u in upside]
+  inputs = [rng.normal(size=(80, 4)) for _ in upside]
+  scores = diagnose_run.probe_scores_held_out(inputs, positive, used, ridge=0.1)
+  assert len(scores) == sum(u.sum() for u in used)
+  # Relabel episode 0 (a fall at another step): its own scores stay (its probe
+  # never saw its labels), everyone else's move (their probes learnt from them).
+  relabelled = [p.copy() for p in positive]
+  relabelled[0] = np.zeros(80, bool)
+  relabelled[0][10:35] = True
+  rescored = diagnose_run.probe_scores_held_out(inputs, relabelled, used, ridge=0.1)
+  first = used[0].sum()
+  np.testing.assert_allclose(rescored[:first], scores[:first])
+  assert np.abs(rescored[first:] - scores[first:]).max() > 1e-6
+  # One episode with a fall cannot be scored by the others.
+  assert diagnose_run.probe_scores_held_out(
+      inputs, [positive[0]] + [np.zeros(80, bool)] * 5, used, ridge=0.1) is None
