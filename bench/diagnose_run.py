@@ -417,8 +417,10 @@ def fall_foresight(scorers, upside_down_per_episode, lead, lead_bins, ridge):
   (negative), as ROC AUC (0.5: it does not see the fall coming), over all of
   them and per bin of steps-to-fall: bins (0, b1], (b1, b2], ... (bk, lead] for
   `lead_bins` = (b1, ..., bk). `scorers`: name -> ('probe', inputs per episode),
-  fit held out (`probe_scores_held_out`), or ('score', per-episode scores
-  that are higher where a fall is nearer, e.g. minus the critic's Q)."""
+  fit held out (`probe_scores_held_out`); ('score', per-episode scores that are
+  higher where a fall is nearer, e.g. minus the critic's Q); or ('mean',
+  per-episode values), whose mean is given instead of an AUC, and beside it
+  the mean farther from a fall as '<name>_farther'."""
   import numpy as np  # pylint: disable=g-import-not-at-top
   distance = [steps_to_turning_over(u) for u in upside_down_per_episode]
   used = [~np.asarray(u, bool) for u in upside_down_per_episode]
@@ -433,13 +435,17 @@ def fall_foresight(scorers, upside_down_per_episode, lead, lead_bins, ridge):
       scores = probe_scores_held_out(series, positive, used, ridge)
     else:
       scores = np.concatenate([np.asarray(s, np.float64)[u] for s, u in zip(series, used)])
-    auc = lambda mask: (None if scores is None or not mask.any()  # pylint: disable=unnecessary-lambda-assignment,cell-var-from-loop
-                        else round(roc_auc(scores[mask | ~positive_used],
-                                           mask[mask | ~positive_used]), 3))
-    result[name] = auc(positive_used)
+    if kind == 'mean':
+      stat = lambda mask: round(float(scores[mask].mean()), 1) if mask.any() else None  # pylint: disable=unnecessary-lambda-assignment,cell-var-from-loop
+      result[f'{name}_farther'] = stat(~positive_used)
+    else:
+      stat = lambda mask: (None if scores is None or not mask.any()  # pylint: disable=unnecessary-lambda-assignment,cell-var-from-loop
+                           else round(roc_auc(scores[mask | ~positive_used],
+                                              mask[mask | ~positive_used]), 3))
+    result[name] = stat(positive_used)
     for low, high in zip(edges[:-1], edges[1:]):
       in_bin = (distance_used > low) & (distance_used <= high)
-      result['by_steps_to_fall'].setdefault(f'{low + 1}-{high}', {})[name] = auc(in_bin)
+      result['by_steps_to_fall'].setdefault(f'{low + 1}-{high}', {})[name] = stat(in_bin)
   return result
 
 
@@ -554,7 +560,9 @@ def main():
                 **by_posture, **run)
     scorers = {'latent_probe': ('probe', [e['features'] for e in episodes]),
                'critic': ('score', [-c['critic_q'] for c in critic_per_episode]),
-               'return_that_followed': ('score', [-c['return'] for c in critic_per_episode])}
+               'return_that_followed': ('score', [-c['return'] for c in critic_per_episode]),
+               'mean_critic_q': ('mean', [c['critic_q'] for c in critic_per_episode]),
+               'mean_return': ('mean', [c['return'] for c in critic_per_episode])}
     if all(e['body_state'] is not None for e in episodes):
       scorers['body_probe'] = ('probe', [e['body_state'] for e in episodes])
     foresight = fall_foresight(scorers, upside_per_episode, args.turn_over_lead,
@@ -565,7 +573,8 @@ def main():
                 'a linear probe on the features SAC sees, fit leaving each episode out; '
                 'body_probe: the same probe on the simulator\'s joint state (what can be known); '
                 'critic: minus min-critic Q; return_that_followed: minus the discounted return '
-                '(what the critic should learn)', ridge=args.probe_ridge, **foresight, **run)
+                '(what the critic should learn); mean_critic_q / mean_return: their means there '
+                '(_farther: on the upright steps farther from a fall)', ridge=args.probe_ridge, **foresight, **run)
 
   if agent.world_model.continuation_decoder is not None:
     for k in (int(v) for v in args.foresight.split(',')):

@@ -354,16 +354,24 @@ def test_fall_foresight_scores_each_lead_bin_against_the_steps_far_from_a_fall()
   # of all, which must not count: they are neither lead-in nor upright running.
   last_five = [np.where(u, 100.0, (d <= 5).astype(float)) for u, d in zip(upside, distance)]
   nearer = [np.where(u, 100.0, -np.minimum(d, 1e3)) for u, d in zip(upside, distance)]
+  steps_to_fall = [np.where(u, -1.0, np.minimum(d, 50.0)) for u, d in zip(upside, distance)]
   result = diagnose_run.fall_foresight(
-      {'last_five': ('score', last_five), 'nearer': ('score', nearer)},
+      {'last_five': ('score', last_five), 'nearer': ('score', nearer),
+       'steps_to_fall': ('mean', steps_to_fall)},
       upside, lead=25, lead_bins=[5, 12], ridge=0.1)
   assert result['positive_steps'] == 4 * 25
   assert result['negative_steps'] == 4 * 35 + 2 * 80
   assert result['last_five'] == pytest.approx((5 + 0.5 * 20) / 25)
   assert result['by_steps_to_fall'] == {
-      '1-5': {'last_five': 1.0, 'nearer': 1.0}, '6-12': {'last_five': 0.5, 'nearer': 1.0},
-      '13-25': {'last_five': 0.5, 'nearer': 1.0}}
+      '1-5': {'last_five': 1.0, 'nearer': 1.0, 'steps_to_fall': 3.0},
+      '6-12': {'last_five': 0.5, 'nearer': 1.0, 'steps_to_fall': 9.0},
+      '13-25': {'last_five': 0.5, 'nearer': 1.0, 'steps_to_fall': 19.0}}
   assert result['nearer'] == 1.0
+  assert result['steps_to_fall'] == 13.0
+  # Farther: the 35 first steps of a flipping episode (26-50 steps ahead, the
+  # rest capped at 50) and the never-flipping ones (50); upside down left out.
+  farther = (4 * (sum(range(26, 51)) + 10 * 50) + 2 * 80 * 50) / (4 * 35 + 2 * 80)
+  assert result['steps_to_fall_farther'] == pytest.approx(round(farther, 1))
 
 
 def test_the_fall_probe_finds_a_signal_in_the_inputs_and_none_in_noise():
