@@ -68,6 +68,28 @@ from bench import common
 ACTING_POLICIES = ('greedy', 'stochastic')
 
 
+def step_counts(text):
+  """'0,1,3' -> (0, 1, 3): agent-step counts, checked before any episode runs."""
+  try:
+    counts = tuple(int(v) for v in text.split(',') if v.strip())
+  except ValueError:
+    counts = (-1,)
+  if any(c < 0 for c in counts):
+    raise argparse.ArgumentTypeError(
+        f'{text!r}: give agent-step counts as comma-separated whole numbers >= 0, e.g. 5,12')
+  return counts
+
+
+def positive_float(text):
+  try:
+    value = float(text)
+  except ValueError:
+    value = 0.0
+  if not value > 0:
+    raise argparse.ArgumentTypeError(f'{text!r}: give a number above 0, e.g. 0.1')
+  return value
+
+
 def parse_args(argv=None):
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument('--root_dir', required=True)
@@ -81,11 +103,11 @@ def parse_args(argv=None):
   parser.add_argument('--stride', type=int, default=8, help='agent steps between checked windows')
   parser.add_argument('--turn_over_lead', type=int, default=25,
                       help='agent steps before a turn-over that the upside_down check calls leading into it')
-  parser.add_argument('--lead_bins', default='5,12',
+  parser.add_argument('--lead_bins', type=step_counts, default=(5, 12),
                       help='steps-to-fall bin edges below --turn_over_lead for the fall_foresight check')
-  parser.add_argument('--probe_ridge', type=float, default=0.1,
+  parser.add_argument('--probe_ridge', type=positive_float, default=0.1,
                       help="fall_foresight's linear probes: ridge penalty on standardized inputs")
-  parser.add_argument('--foresight', default='0,1,3,6,12',
+  parser.add_argument('--foresight', type=step_counts, default=(0, 1, 3, 6, 12),
                       help='imagined steps k of the continuation_foresight check (0: filtered)')
   return parser.parse_args(argv)
 
@@ -566,7 +588,7 @@ def main():
     if all(e['body_state'] is not None for e in episodes):
       scorers['body_probe'] = ('probe', [e['body_state'] for e in episodes])
     foresight = fall_foresight(scorers, upside_per_episode, args.turn_over_lead,
-                               [int(v) for v in args.lead_bins.split(',')], args.probe_ridge)
+                               args.lead_bins, args.probe_ridge)
     common.emit('fall_foresight', foresight.pop('latent_probe'), 'auc',
                 what=f'ROC AUC: upright steps at most {args.turn_over_lead} steps before a '
                 'turn-over vs upright steps farther from one (0.5: blind to the fall). The value: '
@@ -577,7 +599,7 @@ def main():
                 '(_farther: on the upright steps farther from a fall)', ridge=args.probe_ridge, **foresight, **run)
 
   if agent.world_model.continuation_decoder is not None:
-    for k in (int(v) for v in args.foresight.split(',')):
+    for k in args.foresight:
       p_end, ended = map(np.concatenate, zip(*(continuation_foresight(agent, e, k)
                                                for e in episodes)))
       auc = roc_auc(p_end, ended)
@@ -588,7 +610,7 @@ def main():
                   other_arrivals=int((~ended).sum()),
                   p_end_at_terminals=significant(p_end[ended].mean()) if ended.any() else None,
                   p_end_elsewhere=significant(p_end[~ended].mean()), **run)
-  for k in (int(v) for v in args.foresight.split(',')):
+  for k in args.foresight:
     predicted, real, ended = map(np.concatenate, zip(*(reward_foresight(agent, e, k)
                                                       for e in episodes)))
     at_ends = lambda v: significant(v[ended].mean()) if ended.any() else None  # pylint: disable=unnecessary-lambda-assignment,cell-var-from-loop

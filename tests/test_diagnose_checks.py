@@ -410,3 +410,20 @@ def test_each_episode_is_scored_by_a_probe_that_never_saw_it():
   # One episode with a fall cannot be scored by the others.
   assert diagnose_run.probe_scores_held_out(
       inputs, [positive[0]] + [np.zeros(80, bool)] * 5, used, ridge=0.1) is None
+
+
+@pytest.mark.parametrize('flag, fix', [('--lead_bins=5,x', 'whole numbers >= 0'),
+                                       ('--foresight=0,-3', 'whole numbers >= 0'),
+                                       ('--probe_ridge=0', 'a number above 0')])
+def test_a_bad_check_setting_stops_before_any_episode_runs_naming_the_fix(flag, fix, capsys):
+  with pytest.raises(SystemExit):
+    diagnose_run.parse_args(['--root_dir=r', flag])
+  error = capsys.readouterr().err
+  assert flag.split('=')[0] in error and fix in error
+
+
+def test_the_check_settings_parse_into_step_counts():
+  args = diagnose_run.parse_args(['--root_dir=r', '--lead_bins=3,10', '--foresight=0,6'])
+  assert args.lead_bins == (3, 10) and args.foresight == (0, 6)
+  assert diagnose_run.parse_args(['--root_dir=r', '--lead_bins=']).lead_bins == ()
+  assert diagnose_run.parse_args(['--root_dir=r']).lead_bins == (5, 12)
