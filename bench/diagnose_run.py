@@ -70,23 +70,25 @@ ACTING_POLICIES = ('greedy', 'stochastic')
 
 def step_counts(text):
   """'0,1,3' -> (0, 1, 3): agent-step counts, checked before any episode runs."""
+  error = argparse.ArgumentTypeError(
+      f'{text!r}: give agent-step counts as comma-separated whole numbers >= 0, e.g. 5,12')
   try:
     counts = tuple(int(v) for v in text.split(',') if v.strip())
   except ValueError:
-    counts = (-1,)
+    raise error from None
   if any(c < 0 for c in counts):
-    raise argparse.ArgumentTypeError(
-        f'{text!r}: give agent-step counts as comma-separated whole numbers >= 0, e.g. 5,12')
+    raise error
   return counts
 
 
 def positive_float(text):
+  error = argparse.ArgumentTypeError(f'{text!r}: give a number above 0, e.g. 0.1')
   try:
     value = float(text)
   except ValueError:
-    value = 0.0
-  if not value > 0:
-    raise argparse.ArgumentTypeError(f'{text!r}: give a number above 0, e.g. 0.1')
+    raise error from None
+  if not value > 0:  # also NaN
+    raise error
   return value
 
 

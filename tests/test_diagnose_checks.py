@@ -336,7 +336,7 @@ def test_body_state_reads_the_cheetahs_joints_with_the_pitch_as_sine_and_cosine(
   assert diagnose_run.body_state(_four_step_random_env()) is None
 
 
-def _episodes_with_flips(num_episodes=6, steps=80, onset=60, flipping=(0, 1, 2, 3), seed=0):
+def _episodes_with_flips(num_episodes=6, steps=80, onset=60, flipping=(0, 1, 2, 3)):
   """Upside-down masks: episodes in `flipping` turn over at `onset` and stay over."""
   upside = []
   for i in range(num_episodes):
