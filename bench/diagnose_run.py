@@ -3,6 +3,7 @@
   python -m bench.diagnose_run --root_dir=ROOT [--episodes 2] [--seed 100]
       [--horizon 12] [--context 5] [--policy greedy|stochastic]
       [--turn_over_lead 25] [--lead_bins 5,12] [--probe_ridge 0.1]
+      [--branch_states 0] [--branch_rollouts 8]
 
 Loads ROOT's newest checkpoint (its own operative config) and drives actor
 episodes on the run's task (greedy, or with `--policy stochastic` the policy
@@ -57,6 +58,15 @@ episodes, one JSON line per check:
                         joint state, minus the critic's Q, and minus the
                         return that followed: whether a critic blind to a
                         fall lacks the features or does not use them.
+  fall_branches         (with upside_down, `--branch_states N` > 0) whether the
+                        critic is wrong about the lead-in to a fall, or right
+                        for the policy it values: from N upright states before
+                        a turn-over and N farther from one, the physics and
+                        the filter put back as they were, the recorded action
+                        taken, then `branch_rollouts` rollouts of the
+                        stochastic policy (whose Q the critic learns) to the
+                        episode's end; their mean discounted return and how
+                        many turned over, beside the critic's Q there.
 """
 import argparse
 import os
@@ -81,6 +91,19 @@ def step_counts(text):
   return counts
 
 
+def whole_at_least(minimum):
+  """An argparse type: one whole number >= `minimum`, checked before any episode runs."""
+  def parse(text):
+    try:
+      value = int(text)
+    except ValueError:
+      value = None
+    if value is None or value < minimum:
+      raise argparse.ArgumentTypeError(f'{text!r}: give a whole number >= {minimum}')
+    return value
+  return parse
+
+
 def positive_float(text):
   error = argparse.ArgumentTypeError(f'{text!r}: give a number above 0, e.g. 0.1')
   try:
@@ -103,12 +126,17 @@ def parse_args(argv=None):
   parser.add_argument('--horizon', type=int, default=12, help='imagined agent steps')
   parser.add_argument('--context', type=int, default=5, help='observed frames before imagining')
   parser.add_argument('--stride', type=int, default=8, help='agent steps between checked windows')
-  parser.add_argument('--turn_over_lead', type=int, default=25,
+  parser.add_argument('--turn_over_lead', type=whole_at_least(1), default=25,
                       help='agent steps before a turn-over that the upside_down check calls leading into it')
   parser.add_argument('--lead_bins', type=step_counts, default=(5, 12),
                       help='steps-to-fall bin edges below --turn_over_lead for the fall_foresight check')
   parser.add_argument('--probe_ridge', type=positive_float, default=0.1,
                       help="fall_foresight's linear probes: ridge penalty on standardized inputs")
+  parser.add_argument('--branch_states', type=whole_at_least(0), default=0,
+                      help='fall_branches check: upright states branched from, per class (before a '
+                      'turn-over / farther from one); 0 skips the check (it costs minutes)')
+  parser.add_argument('--branch_rollouts', type=whole_at_least(1), default=8,
+                      help='fall_branches check: stochastic-policy rollouts from each branched state')
   parser.add_argument('--foresight', type=step_counts, default=(0, 1, 3, 6, 12),
                       help='imagined steps k of the continuation_foresight check (0: filtered)')
   return parser.parse_args(argv)
@@ -194,14 +222,42 @@ def steps_before_turning_over(upside_down, lead):
   return (steps_to_turning_over(upside_down) <= lead) & ~np.asarray(upside_down, bool)
 
 
-def record_episode(agent, env, policy=None):
+def batched_time_step(step):
+  """A py environment's time step as a batch of one, as a TF policy takes it."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from tf_agents.trajectories import time_step as ts  # pylint: disable=g-import-not-at-top
+  return ts.TimeStep(tf.constant([step.step_type]), tf.constant([step.reward], tf.float32),
+                     tf.constant([step.discount], tf.float32),
+                     {k: tf.constant(v[None]) for k, v in step.observation.items()})
+
+
+def physics_state(env):
+  """The full integration state of `env`'s dm_control physics (positions,
+  velocities, the solver's warm start, controls): what `restore_physics` needs
+  to go on exactly as the simulator would have. None without dm_control physics."""
+  import mujoco  # pylint: disable=g-import-not-at-top
+  physics = dm_physics(env)
+  return None if physics is None else physics.get_state(sig=mujoco.mjtState.mjSTATE_INTEGRATION)
+
+
+def restore_physics(env, state):
+  """Puts `env`'s physics back to `physics_state`'s `state`, with the
+  position- and velocity-dependent quantities a finished step leaves behind
+  (dm_control's split step relies on them), so the next steps repeat."""
+  import mujoco  # pylint: disable=g-import-not-at-top
+  physics = dm_physics(env)
+  physics.set_state(state, sig=mujoco.mjtState.mjSTATE_INTEGRATION)
+  mujoco.mj_step1(physics.model.ptr, physics.data.ptr)
+
+
+def record_episode(agent, env, policy=None, branch_points=False):
   """One episode as numpy: frames, actions, rewards, and after each frame
   the filter's belief (deter, stoch) and the features SAC sees. `policy`: any
   policy with the actor's filter state (the CEM planner has it); default the
-  greedy latent actor."""
+  greedy latent actor. `branch_points`: also keep, per step, what a rollout
+  from that step needs (`branch_rollout`): the physics state, the time step
+  and the policy state before the policy saw it."""
   import numpy as np  # pylint: disable=g-import-not-at-top
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from tf_agents.trajectories import time_step as ts  # pylint: disable=g-import-not-at-top
   from tf_agents.utils import common as tfa_common  # pylint: disable=g-import-not-at-top
   from planet_tfa.networks import rssm as rssm_lib  # pylint: disable=g-import-not-at-top
   if policy is None:
@@ -209,10 +265,11 @@ def record_episode(agent, env, policy=None):
   act = tfa_common.function(policy.action)
   step, state = env.reset(), policy.get_initial_state(1)
   frames, actions, rewards, deter, stoch, pitch, body = [], [], [], [], [], [], []
+  points = []
   while True:  # pylint: disable=while-used
-    batched = ts.TimeStep(tf.constant([step.step_type]), tf.constant([step.reward], tf.float32),
-                          tf.constant([step.discount], tf.float32),
-                          {k: tf.constant(v[None]) for k, v in step.observation.items()})
+    batched = batched_time_step(step)
+    if branch_points and not step.is_last():
+      points.append(dict(physics=physics_state(env), time_step=batched, policy_state=state))
     out = act(batched, state)
     if step.is_last():  # the belief after the last frame; its action is never taken
       final_belief = {k: out.state[k].numpy()[0] for k in ('deter', 'stoch')}
@@ -232,7 +289,8 @@ def record_episode(agent, env, policy=None):
               features=rssm_lib.features(belief).numpy(), final_discount=float(step.discount),
               final_deter=final_belief['deter'], final_stoch=final_belief['stoch'],
               torso_pitch=None if None in pitch else np.array(pitch),
-              body_state=None if any(b is None for b in body) else np.stack(body), **belief)
+              body_state=None if any(b is None for b in body) else np.stack(body),
+              **(dict(branch_points=points) if branch_points else {}), **belief)
 
 
 def acting_policy(agent, name):
@@ -384,6 +442,113 @@ def critic_and_returns(agent, episode, gamma):
           'critic_spread': np.abs(q1 - q2)}
 
 
+def branch_rollout(agent, env, point, first_action, act, steps):
+  """Goes on from a recorded step (`record_episode`'s branch point): the
+  physics and the policy's state put back as they were, `first_action` taken
+  there, then the actions of `act` (a policy's action function) for up to
+  `steps` steps in all. Returns the discounted return after the step
+  (bootstrapped at a time limit with the critic's value of the last step, as
+  `critic_and_returns` does, nothing after a terminal) and the pitch after each
+  step (None without a planar body). With the greedy actor and its own action,
+  it repeats the recorded episode."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from planet_tfa.networks import rssm as rssm_lib  # pylint: disable=g-import-not-at-top
+  env.reset()  # a fresh time limit, then the recorded physics in place of the new episode's
+  restore_physics(env, point['physics'])
+  time_step, state = point['time_step'], point['policy_state']
+  rewards, pitches = [], []
+  for i in range(steps):
+    out = act(time_step, state)
+    state = out.state
+    action = np.asarray(first_action, np.float32) if i == 0 else out.action.numpy()[0]
+    step = env.step(action)
+    rewards.append(float(step.reward))
+    pitches.append(torso_pitch(env))
+    if step.is_last():
+      break
+    time_step = batched_time_step(step)
+  features = rssm_lib.features({k: state[k] for k in ('deter', 'stoch')})
+  bootstrap = (critic_values(agent, features, tf.constant(action[None]))[0]
+               if step.discount > 0 else 0.0)
+  gamma = float(agent.sac._gamma)  # pylint: disable=protected-access
+  return (float(discounted_returns(rewards, gamma, bootstrap)[0]),
+          None if None in pitches else np.array(pitches))
+
+
+def choose_branch_states(upside_down_per_episode, lead, count, seed):
+  """Up to `count` upright steps at most `lead` steps before a turn-over, and
+  up to `count` upright steps farther from one, drawn at random without
+  replacement: a list of (episode, step, before_turning_over)."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  rng = np.random.default_rng(seed)
+  chosen = []
+  for before in (True, False):
+    candidates = [(e, int(t)) for e, upside in enumerate(upside_down_per_episode)
+                  for t in np.flatnonzero(~np.asarray(upside, bool)
+                                          & ((steps_to_turning_over(upside) <= lead) == before))]
+    picks = rng.choice(len(candidates), min(count, len(candidates)), replace=False)
+    chosen += [(*candidates[i], before) for i in sorted(picks)]
+  return chosen
+
+
+def branch_from_episodes(agent, env, episodes, lead, count, rollouts, seed):
+  """Rolls the stochastic policy out `rollouts` times from each state that
+  `choose_branch_states` draws from `episodes` (recorded with branch points,
+  whose memory this frees). Returns (the chosen (episode, step, before) list,
+  [states, rollouts] returns, [states, rollouts] turned over); None unless
+  every episode has a planar body's pitch."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from tf_agents.utils import common as tfa_common  # pylint: disable=g-import-not-at-top
+  if any(e['torso_pitch'] is None for e in episodes):
+    return None
+  upside = [upside_down_steps(e['torso_pitch']) for e in episodes]
+  chosen = choose_branch_states(upside, lead, count, seed)
+  tf.random.set_seed(seed)  # the rollouts' samples repeat with the seed
+  act = tfa_common.function(acting_policy(agent, 'stochastic').action)
+  returns, turned = [], []
+  for n, (e, t, _) in enumerate(chosen):
+    episode = episodes[e]
+    outcomes = [branch_rollout(agent, env, episode['branch_points'][t], episode['actions'][t], act,
+                               len(episode['rewards']) - t) for _ in range(rollouts)]
+    returns.append([value for value, _ in outcomes])
+    turned.append([bool(upside_down_steps(pitch).any()) for _, pitch in outcomes])
+    print(f'# branched state {n + 1}/{len(chosen)}', file=sys.stderr, flush=True)
+  for episode in episodes:
+    episode.pop('branch_points', None)
+  return chosen, np.array(returns), np.array(turned)
+
+
+def fall_branches(critic_q, greedy_return, rollout_returns, rollout_turned_over, before):
+  """Does the critic price the lead-in to a fall as the policy it values would
+  live it? Per class of branched states (`before`: at most the lead before a
+  turn-over of the recorded episode; else farther from one): the critic's Q
+  there, the recorded (greedy) return, the mean discounted return of the
+  stochastic policy's rollouts from there (what SAC's critic estimates, less
+  the entropy bonus), the share of those rollouts that turned over, and the
+  critic's error against them. Arrays: one row per state, [states, rollouts]
+  for the rollouts."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  critic_q, greedy_return = np.asarray(critic_q, np.float64), np.asarray(greedy_return, np.float64)
+  rollout_mean = np.asarray(rollout_returns, np.float64).mean(1)
+  turned = np.asarray(rollout_turned_over, bool)
+  before = np.asarray(before, bool)
+  result = {}
+  for name, mask in (('before_turning_over', before), ('farther', ~before)):
+    mean = lambda v: round(float(v[mask].mean()), 1) if mask.any() else None  # pylint: disable=unnecessary-lambda-assignment,cell-var-from-loop
+    result.update({f'states_{name}': int(mask.sum()),
+                   f'critic_q_{name}': mean(critic_q),
+                   f'greedy_return_{name}': mean(greedy_return),
+                   f'stochastic_return_{name}': mean(rollout_mean),
+                   f'critic_minus_stochastic_{name}': mean(critic_q - rollout_mean),
+                   f'stochastic_turn_over_share_{name}':
+                       round(float(turned[mask].mean()), 3) if mask.any() else None})
+  result['critic_vs_stochastic_corr'] = (round(float(np.corrcoef(critic_q, rollout_mean)[0, 1]), 3)
+                                         if len(critic_q) > 2 else None)
+  return result
+
+
 def critic_by_posture(series_per_episode, upside_down_per_episode, lead):
   """Does the critic know what a flip costs? The mean of each per-step series
   (critic_and_returns' dicts: Q, the discounted return that followed, the
@@ -490,9 +655,11 @@ def policy_entropy(agent, episode, samples=64):
   return float(-tf.reduce_mean(distribution.log_prob(actions)))
 
 
-def episodes_on_run(root_dir, seed, num_episodes, episode_fn):
+def episodes_on_run(root_dir, seed, num_episodes, episode_fn, after=None):
   """Loads ROOT's agent (its own operative config), then `episode_fn(agent, env)`
-  `num_episodes` times on the run's task; returns (agent, their results)."""
+  `num_episodes` times on the run's task, then `after(agent, env, results)` if
+  given (on the same env, after the episodes: they run as without it); returns
+  (agent, the episodes' results)."""
   import gin  # pylint: disable=g-import-not-at-top
   from planet_tfa import layout  # pylint: disable=g-import-not-at-top
   from planet_tfa.environments import suites  # pylint: disable=g-import-not-at-top
@@ -507,6 +674,8 @@ def episodes_on_run(root_dir, seed, num_episodes, episode_fn):
       for i in range(num_episodes):
         results.append(episode_fn(agent, env))
         print(f'# episode {i + 1}/{num_episodes} done', file=sys.stderr, flush=True)
+      if after is not None:
+        after(agent, env, results)
     finally:
       env.close()
   finally:
@@ -522,9 +691,14 @@ def main():
   root = os.path.abspath(args.root_dir)
   if args.policy == 'stochastic':  # its samples repeat with the seed (greedy runs stay as before)
     tf.random.set_seed(args.seed)
+  branched = []  # filled after the episodes, on their env
   agent, episodes = episodes_on_run(
       root, args.seed, args.episodes,
-      lambda agent, env: record_episode(agent, env, acting_policy(agent, args.policy)))
+      lambda agent, env: record_episode(agent, env, acting_policy(agent, args.policy),
+                                        branch_points=args.branch_states > 0),
+      after=None if not args.branch_states else lambda agent, env, episodes: branched.append(
+          branch_from_episodes(agent, env, episodes, args.turn_over_lead, args.branch_states,
+                               args.branch_rollouts, args.seed)))
   run = dict(root_dir=root, train_step=int(agent.train_step_counter.numpy()),
              env_seed=args.seed, episodes=args.episodes, policy=args.policy,
              episode_returns=[round(float(e['rewards'].sum()), 1) for e in episodes])
@@ -599,6 +773,21 @@ def main():
                 'critic: minus min-critic Q; return_that_followed: minus the discounted return '
                 '(what the critic should learn); mean_critic_q / mean_return: their means there '
                 '(_farther: on the upright steps farther from a fall)', ridge=args.probe_ridge, **foresight, **run)
+    if branched and branched[0] is not None:
+      chosen, rollout_returns, rollout_turned = branched[0]
+      at_chosen = lambda key: [critic_per_episode[e][key][t] for e, t, _ in chosen]  # pylint: disable=unnecessary-lambda-assignment
+      branches = fall_branches(at_chosen('critic_q'), at_chosen('return'), rollout_returns,
+                               rollout_turned, [before for _, _, before in chosen])
+      common.emit('fall_branches', branches.pop('stochastic_turn_over_share_before_turning_over'),
+                  'share of rollouts',
+                  what=f'from upright states at most {args.turn_over_lead} steps before a turn-over '
+                  'of the recorded episode (the value: the share of the stochastic policy\'s '
+                  'rollouts from there that turned over) and farther from one: the critic\'s Q '
+                  'there, the recorded return, and the mean discounted return of '
+                  f'{args.branch_rollouts} stochastic-policy rollouts from each (the physics and '
+                  'the filter put back, the recorded action first; what the critic estimates, '
+                  'less the entropy bonus)', rollouts_per_state=args.branch_rollouts,
+                  **branches, **run)
 
   if agent.world_model.continuation_decoder is not None:
     for k in args.foresight:

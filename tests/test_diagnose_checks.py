@@ -414,7 +414,10 @@ def test_each_episode_is_scored_by_a_probe_that_never_saw_it():
 
 @pytest.mark.parametrize('flag, fix', [('--lead_bins=5,x', 'whole numbers >= 0'),
                                        ('--foresight=0,-3', 'whole numbers >= 0'),
-                                       ('--probe_ridge=0', 'a number above 0')])
+                                       ('--probe_ridge=0', 'a number above 0'),
+                                       ('--turn_over_lead=0', 'a whole number >= 1'),
+                                       ('--branch_states=-2', 'a whole number >= 0'),
+                                       ('--branch_rollouts=two', 'a whole number >= 1')])
 def test_a_bad_check_setting_stops_before_any_episode_runs_naming_the_fix(flag, fix, capsys):
   with pytest.raises(SystemExit):
     diagnose_run.parse_args(['--root_dir=r', flag])
@@ -427,3 +430,74 @@ def test_the_check_settings_parse_into_step_counts():
   assert args.lead_bins == (3, 10) and args.foresight == (0, 6)
   assert diagnose_run.parse_args(['--root_dir=r', '--lead_bins=']).lead_bins == ()
   assert diagnose_run.parse_args(['--root_dir=r']).lead_bins == (5, 12)
+
+
+def test_a_branch_from_a_recorded_step_repeats_the_episode_under_the_greedy_actor():
+  """fall_branches' rollouts go on from the physics and the filter as they
+  were: the greedy actor with its own action there earns the recorded return
+  (the critic-bootstrapped one of critic_and_returns) and turns the same way;
+  another first action or the stochastic actor leads elsewhere."""
+  from tf_agents.specs import tensor_spec as specs  # pylint: disable=g-import-not-at-top
+  from tf_agents.utils import common as tfa_common  # pylint: disable=g-import-not-at-top
+  from planet_tfa.environments import suites  # pylint: disable=g-import-not-at-top
+  tf.random.set_seed(3)
+  env = suites.load_dmc_pixels('cheetah-run', action_repeat=4, seed=0, time_limit=1.2)
+  try:
+    agent = tiny_model.agent(specs.from_spec(env.observation_spec()),
+                             specs.from_spec(env.action_spec()))
+    episode = diagnose_run.record_episode(agent, env, branch_points=True)
+    steps = len(episode['rewards'])
+    assert steps == 30 and len(episode['branch_points']) == steps
+    recorded = diagnose_run.critic_and_returns(agent, episode, float(agent.sac._gamma))['return']  # pylint: disable=protected-access
+    greedy = tfa_common.function(agent.make_policy('sac', True).action)
+    env.step(np.zeros(6, np.float32))  # wherever the env was left: the branch puts it back
+    for t in (0, 11, 29):
+      value, pitch = diagnose_run.branch_rollout(
+          agent, env, episode['branch_points'][t], episode['actions'][t], greedy, steps - t)
+      assert value == pytest.approx(recorded[t], rel=1e-5, abs=1e-5)
+      np.testing.assert_allclose(pitch, episode['torso_pitch'][t:], atol=1e-6)
+    pushed, _ = diagnose_run.branch_rollout(
+        agent, env, episode['branch_points'][11], -episode['actions'][11], greedy, steps - 11)
+    assert abs(pushed - recorded[11]) > 1e-3
+    stochastic = tfa_common.function(diagnose_run.acting_policy(agent, 'stochastic').action)
+    sampled = [diagnose_run.branch_rollout(agent, env, episode['branch_points'][0],
+                                           episode['actions'][0], stochastic, steps)[0]
+               for _ in range(2)]
+    assert abs(sampled[0] - sampled[1]) > 1e-3 and abs(sampled[0] - recorded[0]) > 1e-3
+  finally:
+    env.close()
+
+
+def test_branch_states_are_drawn_upright_before_a_fall_and_farther_from_one():
+  upside = _episodes_with_flips()  # episodes 0-3 turn over at step 60, 4-5 never
+  chosen = diagnose_run.choose_branch_states(upside, lead=10, count=12, seed=0)
+  before = [(e, t) for e, t, b in chosen if b]
+  farther = [(e, t) for e, t, b in chosen if not b]
+  assert len(before) == 12 and len(farther) == 12 and len(set(chosen)) == 24
+  assert all(50 <= t < 60 and e < 4 for e, t in before)
+  assert all(not upside[e][t] and (e >= 4 or t < 50) for e, t in farther)
+  assert diagnose_run.choose_branch_states(upside, lead=10, count=12, seed=0) == chosen
+  assert diagnose_run.choose_branch_states(upside, lead=10, count=12, seed=1) != chosen
+  # Fewer candidates than asked for: all of them (4 flips x 2 steps).
+  few = diagnose_run.choose_branch_states(upside, lead=2, count=100, seed=0)
+  assert sorted((e, t) for e, t, b in few if b) == [(e, t) for e in range(4) for t in (58, 59)]
+
+
+def test_fall_branches_compares_the_critic_with_the_stochastic_rollouts_per_class():
+  critic_q = [100.0, 80.0, 120.0, 110.0]
+  greedy_return = [40.0, 20.0, 130.0, 100.0]
+  rollout_returns = [[90.0, 50.0], [60.0, 60.0], [120.0, 140.0], [100.0, 100.0]]
+  turned = [[False, True], [True, True], [False, False], [False, True]]
+  result = diagnose_run.fall_branches(critic_q, greedy_return, rollout_returns, turned,
+                                      [True, True, False, False])
+  assert result['states_before_turning_over'] == 2 and result['states_farther'] == 2
+  assert result['critic_q_before_turning_over'] == 90.0
+  assert result['greedy_return_before_turning_over'] == 30.0
+  assert result['stochastic_return_before_turning_over'] == 65.0
+  assert result['critic_minus_stochastic_before_turning_over'] == 25.0
+  assert result['stochastic_turn_over_share_before_turning_over'] == 0.75
+  assert result['stochastic_return_farther'] == 115.0
+  assert result['critic_minus_stochastic_farther'] == 0.0
+  assert result['stochastic_turn_over_share_farther'] == 0.25
+  assert result['critic_vs_stochastic_corr'] == pytest.approx(
+      np.corrcoef(critic_q, [70.0, 60.0, 130.0, 100.0])[0, 1], abs=1e-3)
