@@ -446,34 +446,45 @@ def branch_rollout(agent, env, point, first_action, act, steps):
   """Goes on from a recorded step (`record_episode`'s branch point): the
   physics and the policy's state put back as they were, `first_action` taken
   there, then the actions of `act` (a policy's action function) for up to
-  `steps` steps in all. Returns the discounted return after the step
-  (bootstrapped at a time limit with the critic's value of the last step, as
-  `critic_and_returns` does, nothing after a terminal) and the pitch after each
-  step (None without a planar body). With the greedy actor and its own action,
-  it repeats the recorded episode."""
+  `steps` steps in all. Returns a dict: `return`, the discounted return after
+  the step (bootstrapped at a time limit with the critic's value of the last
+  step, as `critic_and_returns` does, nothing after a terminal); `soft_return`,
+  that plus SAC's entropy bonus, -alpha log pi of each later action,
+  discounted as the soft Q the critic learns has it; `pitch` after each step
+  (None without a planar body). With the greedy actor and its own action, it
+  repeats the recorded episode."""
   import numpy as np  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from planet_tfa.networks import rssm as rssm_lib  # pylint: disable=g-import-not-at-top
   env.reset()  # a fresh time limit, then the recorded physics in place of the new episode's
   restore_physics(env, point['physics'])
   time_step, state = point['time_step'], point['policy_state']
-  rewards, pitches = [], []
+  rewards, pitches, features, actions = [], [], [], []
   for i in range(steps):
     out = act(time_step, state)
     state = out.state
-    action = np.asarray(first_action, np.float32) if i == 0 else out.action.numpy()[0]
-    step = env.step(action)
+    actions.append(np.asarray(first_action, np.float32) if i == 0 else out.action.numpy()[0])
+    features.append(rssm_lib.features({k: state[k] for k in ('deter', 'stoch')})[0])
+    step = env.step(actions[-1])
     rewards.append(float(step.reward))
     pitches.append(torso_pitch(env))
     if step.is_last():
       break
     time_step = batched_time_step(step)
-  features = rssm_lib.features({k: state[k] for k in ('deter', 'stoch')})
-  bootstrap = (critic_values(agent, features, tf.constant(action[None]))[0]
-               if step.discount > 0 else 0.0)
+  features, actions = tf.stack(features), tf.constant(np.array(actions))
   gamma = float(agent.sac._gamma)  # pylint: disable=protected-access
-  return (float(discounted_returns(rewards, gamma, bootstrap)[0]),
-          None if None in pitches else np.array(pitches))
+  bootstrap = critic_values(agent, features[-1:], actions[-1:])[0] if step.discount > 0 else 0.0
+  returns = discounted_returns(rewards, gamma, bootstrap)
+  distribution, _ = agent.actor_network(features, step_type=(), network_state=())
+  # Clip away from the tanh boundary, where float32 log-probs overflow.
+  log_pi = distribution.log_prob(tf.clip_by_value(actions, -0.999999, 0.999999)).numpy()
+  # In reward units, as critic_values gives Q.
+  alpha = float(np.exp(agent.log_alpha.numpy())) / agent.sac._reward_scale_factor  # pylint: disable=protected-access
+  # SAC's target r + gamma (Q' - alpha log pi'): each action after the first
+  # brings its bonus, discounted from the step it is taken at.
+  bonus = -alpha * (gamma ** np.arange(1, len(rewards))) @ log_pi[1:] if len(rewards) > 1 else 0.0
+  return {'return': float(returns[0]), 'soft_return': float(returns[0] + bonus),
+          'pitch': None if None in pitches else np.array(pitches)}
 
 
 def choose_branch_states(upside_down_per_episode, lead, count, seed):
@@ -496,8 +507,9 @@ def branch_from_episodes(agent, env, episodes, lead, count, rollouts, seed):
   """Rolls the stochastic policy out `rollouts` times from each state that
   `choose_branch_states` draws from `episodes` (recorded with branch points,
   whose memory this frees). Returns (the chosen (episode, step, before) list,
-  [states, rollouts] returns, [states, rollouts] turned over); None unless
-  every episode has a planar body's pitch."""
+  and [states, rollouts] arrays of the rollouts' returns, soft returns and
+  whether they turned over); None unless every episode has a planar body's
+  pitch."""
   import numpy as np  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from tf_agents.utils import common as tfa_common  # pylint: disable=g-import-not-at-top
@@ -507,31 +519,34 @@ def branch_from_episodes(agent, env, episodes, lead, count, rollouts, seed):
   chosen = choose_branch_states(upside, lead, count, seed)
   tf.random.set_seed(seed)  # the rollouts' samples repeat with the seed
   act = tfa_common.function(acting_policy(agent, 'stochastic').action)
-  returns, turned = [], []
+  returns, soft_returns, turned = [], [], []
   for n, (e, t, _) in enumerate(chosen):
     episode = episodes[e]
     outcomes = [branch_rollout(agent, env, episode['branch_points'][t], episode['actions'][t], act,
                                len(episode['rewards']) - t) for _ in range(rollouts)]
-    returns.append([value for value, _ in outcomes])
-    turned.append([bool(upside_down_steps(pitch).any()) for _, pitch in outcomes])
+    returns.append([o['return'] for o in outcomes])
+    soft_returns.append([o['soft_return'] for o in outcomes])
+    turned.append([bool(upside_down_steps(o['pitch']).any()) for o in outcomes])
     print(f'# branched state {n + 1}/{len(chosen)}', file=sys.stderr, flush=True)
   for episode in episodes:
     episode.pop('branch_points', None)
-  return chosen, np.array(returns), np.array(turned)
+  return chosen, np.array(returns), np.array(soft_returns), np.array(turned)
 
 
-def fall_branches(critic_q, greedy_return, rollout_returns, rollout_turned_over, before):
+def fall_branches(critic_q, greedy_return, rollout_returns, rollout_soft_returns,
+                  rollout_turned_over, before):
   """Does the critic price the lead-in to a fall as the policy it values would
   live it? Per class of branched states (`before`: at most the lead before a
   turn-over of the recorded episode; else farther from one): the critic's Q
   there, the recorded (greedy) return, the mean discounted return of the
-  stochastic policy's rollouts from there (what SAC's critic estimates, less
-  the entropy bonus), the share of those rollouts that turned over, and the
-  critic's error against them. Arrays: one row per state, [states, rollouts]
-  for the rollouts."""
+  stochastic policy's rollouts from there and their soft return (with SAC's
+  entropy bonus: what the critic estimates), the critic's error against the
+  soft return, and the share of the rollouts that turned over. Arrays: one row
+  per state, [states, rollouts] for the rollouts."""
   import numpy as np  # pylint: disable=g-import-not-at-top
   critic_q, greedy_return = np.asarray(critic_q, np.float64), np.asarray(greedy_return, np.float64)
   rollout_mean = np.asarray(rollout_returns, np.float64).mean(1)
+  soft_mean = np.asarray(rollout_soft_returns, np.float64).mean(1)
   turned = np.asarray(rollout_turned_over, bool)
   before = np.asarray(before, bool)
   result = {}
@@ -541,11 +556,12 @@ def fall_branches(critic_q, greedy_return, rollout_returns, rollout_turned_over,
                    f'critic_q_{name}': mean(critic_q),
                    f'greedy_return_{name}': mean(greedy_return),
                    f'stochastic_return_{name}': mean(rollout_mean),
-                   f'critic_minus_stochastic_{name}': mean(critic_q - rollout_mean),
+                   f'stochastic_soft_return_{name}': mean(soft_mean),
+                   f'critic_minus_soft_return_{name}': mean(critic_q - soft_mean),
                    f'stochastic_turn_over_share_{name}':
                        round(float(turned[mask].mean()), 3) if mask.any() else None})
-  result['critic_vs_stochastic_corr'] = (round(float(np.corrcoef(critic_q, rollout_mean)[0, 1]), 3)
-                                         if len(critic_q) > 2 else None)
+  result['critic_vs_soft_return_corr'] = (round(float(np.corrcoef(critic_q, soft_mean)[0, 1]), 3)
+                                          if len(critic_q) > 2 else None)
   return result
 
 
@@ -774,10 +790,10 @@ def main():
                 '(what the critic should learn); mean_critic_q / mean_return: their means there '
                 '(_farther: on the upright steps farther from a fall)', ridge=args.probe_ridge, **foresight, **run)
     if branched and branched[0] is not None:
-      chosen, rollout_returns, rollout_turned = branched[0]
+      chosen, *rollouts = branched[0]
       at_chosen = lambda key: [critic_per_episode[e][key][t] for e, t, _ in chosen]  # pylint: disable=unnecessary-lambda-assignment
-      branches = fall_branches(at_chosen('critic_q'), at_chosen('return'), rollout_returns,
-                               rollout_turned, [before for _, _, before in chosen])
+      branches = fall_branches(at_chosen('critic_q'), at_chosen('return'), *rollouts,
+                               [before for _, _, before in chosen])
       common.emit('fall_branches', branches.pop('stochastic_turn_over_share_before_turning_over'),
                   'share of rollouts',
                   what=f'from upright states at most {args.turn_over_lead} steps before a turn-over '
@@ -785,8 +801,8 @@ def main():
                   'rollouts from there that turned over) and farther from one: the critic\'s Q '
                   'there, the recorded return, and the mean discounted return of '
                   f'{args.branch_rollouts} stochastic-policy rollouts from each (the physics and '
-                  'the filter put back, the recorded action first; what the critic estimates, '
-                  'less the entropy bonus)', rollouts_per_state=args.branch_rollouts,
+                  'the filter put back, the recorded action first), plain and soft (with SAC\'s '
+                  'entropy bonus: what the critic estimates)', rollouts_per_state=args.branch_rollouts,
                   **branches, **run)
 
   if agent.world_model.continuation_decoder is not None:

@@ -435,8 +435,9 @@ def test_the_check_settings_parse_into_step_counts():
 def test_a_branch_from_a_recorded_step_repeats_the_episode_under_the_greedy_actor():
   """fall_branches' rollouts go on from the physics and the filter as they
   were: the greedy actor with its own action there earns the recorded return
-  (the critic-bootstrapped one of critic_and_returns) and turns the same way;
-  another first action or the stochastic actor leads elsewhere."""
+  (the critic-bootstrapped one of critic_and_returns) and turns the same way,
+  and its soft return adds the actor's -alpha log pi of each later action,
+  discounted; another first action or the stochastic actor leads elsewhere."""
   from tf_agents.specs import tensor_spec as specs  # pylint: disable=g-import-not-at-top
   from tf_agents.utils import common as tfa_common  # pylint: disable=g-import-not-at-top
   from planet_tfa.environments import suites  # pylint: disable=g-import-not-at-top
@@ -451,17 +452,24 @@ def test_a_branch_from_a_recorded_step_repeats_the_episode_under_the_greedy_acto
     recorded = diagnose_run.critic_and_returns(agent, episode, float(agent.sac._gamma))['return']  # pylint: disable=protected-access
     greedy = tfa_common.function(agent.make_policy('sac', True).action)
     env.step(np.zeros(6, np.float32))  # wherever the env was left: the branch puts it back
+    distribution, _ = agent.actor_network(tf.constant(episode['features']), step_type=(),
+                                          network_state=())
+    log_pi = distribution.log_prob(np.clip(episode['actions'], -0.999999, 0.999999)).numpy()
+    alpha, gamma = float(np.exp(agent.log_alpha.numpy())), float(agent.sac._gamma)  # pylint: disable=protected-access
     for t in (0, 11, 29):
-      value, pitch = diagnose_run.branch_rollout(
+      branch = diagnose_run.branch_rollout(
           agent, env, episode['branch_points'][t], episode['actions'][t], greedy, steps - t)
-      assert value == pytest.approx(recorded[t], rel=1e-5, abs=1e-5)
-      np.testing.assert_allclose(pitch, episode['torso_pitch'][t:], atol=1e-6)
-    pushed, _ = diagnose_run.branch_rollout(
+      assert branch['return'] == pytest.approx(recorded[t], rel=1e-5, abs=1e-5)
+      np.testing.assert_allclose(branch['pitch'], episode['torso_pitch'][t:], atol=1e-6)
+      bonus = -alpha * sum(gamma ** k * log_pi[t + k] for k in range(1, steps - t))
+      assert branch['soft_return'] - branch['return'] == pytest.approx(bonus, rel=1e-4, abs=1e-4)
+    assert bonus == 0.0 and abs(log_pi).min() > 1e-2  # the last step: no later action
+    pushed = diagnose_run.branch_rollout(
         agent, env, episode['branch_points'][11], -episode['actions'][11], greedy, steps - 11)
-    assert abs(pushed - recorded[11]) > 1e-3
+    assert abs(pushed['return'] - recorded[11]) > 1e-3
     stochastic = tfa_common.function(diagnose_run.acting_policy(agent, 'stochastic').action)
     sampled = [diagnose_run.branch_rollout(agent, env, episode['branch_points'][0],
-                                           episode['actions'][0], stochastic, steps)[0]
+                                           episode['actions'][0], stochastic, steps)['return']
                for _ in range(2)]
     assert abs(sampled[0] - sampled[1]) > 1e-3 and abs(sampled[0] - recorded[0]) > 1e-3
   finally:
@@ -487,17 +495,19 @@ def test_fall_branches_compares_the_critic_with_the_stochastic_rollouts_per_clas
   critic_q = [100.0, 80.0, 120.0, 110.0]
   greedy_return = [40.0, 20.0, 130.0, 100.0]
   rollout_returns = [[90.0, 50.0], [60.0, 60.0], [120.0, 140.0], [100.0, 100.0]]
+  soft_returns = [[80.0, 40.0], [50.0, 50.0], [110.0, 130.0], [90.0, 90.0]]
   turned = [[False, True], [True, True], [False, False], [False, True]]
-  result = diagnose_run.fall_branches(critic_q, greedy_return, rollout_returns, turned,
-                                      [True, True, False, False])
+  result = diagnose_run.fall_branches(critic_q, greedy_return, rollout_returns, soft_returns,
+                                      turned, [True, True, False, False])
   assert result['states_before_turning_over'] == 2 and result['states_farther'] == 2
   assert result['critic_q_before_turning_over'] == 90.0
   assert result['greedy_return_before_turning_over'] == 30.0
   assert result['stochastic_return_before_turning_over'] == 65.0
-  assert result['critic_minus_stochastic_before_turning_over'] == 25.0
+  assert result['stochastic_soft_return_before_turning_over'] == 55.0
+  assert result['critic_minus_soft_return_before_turning_over'] == 35.0
   assert result['stochastic_turn_over_share_before_turning_over'] == 0.75
   assert result['stochastic_return_farther'] == 115.0
-  assert result['critic_minus_stochastic_farther'] == 0.0
+  assert result['critic_minus_soft_return_farther'] == 10.0
   assert result['stochastic_turn_over_share_farther'] == 0.25
-  assert result['critic_vs_stochastic_corr'] == pytest.approx(
-      np.corrcoef(critic_q, [70.0, 60.0, 130.0, 100.0])[0, 1], abs=1e-3)
+  assert result['critic_vs_soft_return_corr'] == pytest.approx(
+      np.corrcoef(critic_q, [60.0, 50.0, 120.0, 90.0])[0, 1], abs=1e-3)
