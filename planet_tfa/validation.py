@@ -282,8 +282,11 @@ def check_train_eval(settings, experiment):
   td_steps = bound_value('LatentSacAgent', 'td_steps', latent_sac_agent.LatentSacAgent)
   target_pessimism = bound_value('LatentSacAgent', 'target_pessimism',
                                  latent_sac_agent.LatentSacAgent)
+  priority_exponent = bound_value('LatentSacAgent', 'critic_priority_exponent',
+                                  latent_sac_agent.LatentSacAgent)
   try:
-    latent_sac_agent.check_sac_settings(initial_alpha, acting_window, td_steps, target_pessimism)
+    latent_sac_agent.check_sac_settings(initial_alpha, acting_window, td_steps, target_pessimism,
+                                        priority_exponent)
   except errors.ConfigError as error:
     raise SettingError(str(error)) from None
   if not settings['world_model_only'] and td_steps > pairs:

@@ -53,7 +53,8 @@ def changed(before, variables):
 
 
 @pytest.mark.parametrize('sac_settings', [{'td_steps': 1}, {'td_steps': 3},
-                                          {'target_pessimism': 1.0}])
+                                          {'target_pessimism': 1.0},
+                                          {'critic_priority_exponent': 0.6}])
 def test_one_train_step_changes_model_critic_actor_and_alpha(sac_settings):
   agent = make_agent(**sac_settings)
   experience = fixed_windows()

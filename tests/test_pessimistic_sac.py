@@ -87,9 +87,10 @@ def test_more_pessimism_lowers_every_target_where_the_critics_disagree():
   assert (values[1.0] < values[0.0]).all()
 
 
-def test_latent_agent_uses_tf_agents_sac_at_zero_and_the_pessimistic_one_above(tmp_path):
+@pytest.mark.parametrize('setting', [{'target_pessimism': 0.5}, {'critic_priority_exponent': 0.6}])
+def test_latent_agent_uses_tf_agents_sac_at_zero_and_the_pessimistic_one_above(tmp_path, setting):
   from test_latent_sac_agent import make_agent  # pylint: disable=g-import-not-at-top
-  plain, pessimistic = make_agent(), make_agent(seed=1, target_pessimism=0.5)
+  plain, pessimistic = make_agent(), make_agent(seed=1, **setting)
   assert type(plain.sac) is sac_agent.SacAgent  # pylint: disable=unidiomatic-typecheck
   assert isinstance(pessimistic.sac, pessimistic_sac.PessimisticSacAgent)
   # The same variables either way: a run's checkpoint loads across the setting.
@@ -99,3 +100,40 @@ def test_latent_agent_uses_tf_agents_sac_at_zero_and_the_pessimistic_one_above(t
     np.testing.assert_array_equal(a.numpy(), b.numpy())
   with pytest.raises(Exception, match='target_pessimism=-1'):
     make_agent(target_pessimism=-1)
+  with pytest.raises(Exception, match='critic_priority_exponent=-0.5'):
+    make_agent(critic_priority_exponent=-0.5)
+
+
+@pytest.mark.parametrize('weights', [None, np.where(np.arange(BATCH) % 5 == 0, 0.0, 1.5)])
+def test_priorities_weigh_each_pair_by_its_larger_td_error_to_the_power_a(weights):
+  """With a > 0 the loss is mean_i w_i p_i / (sum w p / sum w) (d1_i^2 + d2_i^2),
+  p_i = (max(|d1_i|, |d2_i|) + eps)^a: prioritized replay's expected gradient;
+  pairs weighted 0 stay out, and the weights' mean is kept."""
+  a = 0.6
+  agent = make_sac(pessimistic_sac.PessimisticSacAgent, critic_priority_exponent=a)
+  time_steps, actions, next_time_steps = batch()
+  tf.random.set_seed(7)
+  next_actions, next_log_pis = agent._actions_and_log_probs(next_time_steps, training=False)  # pylint: disable=protected-access
+  q1, q2 = [net((next_time_steps.observation, next_actions), training=False)[0].numpy()
+            for net in (agent._target_critic_network_1, agent._target_critic_network_2)]  # pylint: disable=protected-access
+  soft_value = np.minimum(q1, q2) - ALPHA * next_log_pis.numpy()
+  target = next_time_steps.reward.numpy() + GAMMA * next_time_steps.discount.numpy() * soft_value
+  d1, d2 = [target - net((time_steps.observation, actions), training=False)[0].numpy()
+            for net in (agent._critic_network_1, agent._critic_network_2)]  # pylint: disable=protected-access
+  priority = (np.maximum(np.abs(d1), np.abs(d2)) + pessimistic_sac.PRIORITY_EPSILON) ** a
+  w = np.ones(BATCH) if weights is None else weights
+  scaled = w * priority / ((w * priority).sum() / w.sum())
+  assert scaled.std() > 0.1  # the priorities differ enough to matter here
+  expected = np.mean(scaled * (d1 ** 2 + d2 ** 2))
+  tf.random.set_seed(7)
+  loss = agent.critic_loss(time_steps, actions, next_time_steps,
+                           td_errors_loss_fn=tf.math.squared_difference, gamma=GAMMA,
+                           weights=None if weights is None else tf.constant(weights, tf.float32))
+  np.testing.assert_allclose(float(loss), expected, rtol=1e-5)
+  uniform = make_sac(pessimistic_sac.PessimisticSacAgent)
+  tf.random.set_seed(7)
+  plain = uniform.critic_loss(time_steps, actions, next_time_steps,
+                              td_errors_loss_fn=tf.math.squared_difference, gamma=GAMMA,
+                              weights=None if weights is None else tf.constant(weights, tf.float32))
+  assert abs(float(plain) - float(loss)) > 1e-3 * float(plain)
+

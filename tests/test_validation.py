@@ -77,6 +77,15 @@ def test_a_negative_or_non_numeric_target_pessimism_is_rejected_naming_it(tmp_pa
   assert 'finite number >= 0' in message
 
 
+@pytest.mark.parametrize('exponent', [-0.6, float('nan'), 'strong'])
+def test_a_negative_or_non_numeric_critic_priority_exponent_is_rejected_naming_it(tmp_path,
+                                                                                  exponent):
+  gin.bind_parameter('LatentSacAgent.critic_priority_exponent', exponent)
+  message = start_with(tmp_path)
+  assert f'LatentSacAgent.critic_priority_exponent={exponent!r}' in message
+  assert 'finite number >= 0' in message
+
+
 def test_agent_refuses_a_burn_in_that_leaves_no_pairs():
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from test_latent_sac_agent import make_agent, fixed_windows  # pylint: disable=g-import-not-at-top

@@ -51,7 +51,8 @@ POLICY_KINDS = ('sac', 'cem')
 NON_FINITE_LOSS = 'world-model loss is NaN or inf'
 
 
-def check_sac_settings(initial_alpha, acting_window, td_steps=1, target_pessimism=0.0):
+def check_sac_settings(initial_alpha, acting_window, td_steps=1, target_pessimism=0.0,
+                       critic_priority_exponent=0.0):
   """Named errors for the temperature, acting-window and TD-target settings."""
   if initial_alpha is not None and not (
       setting_values.is_number(initial_alpha) and initial_alpha > 0):
@@ -73,6 +74,12 @@ def check_sac_settings(initial_alpha, acting_window, td_steps=1, target_pessimis
         f'LatentSacAgent.target_pessimism={target_pessimism!r}: must be a finite number >= 0 (the '
         "multiple of the target critics' disagreement |Q1 - Q2| taken off SAC's min(Q1, Q2) "
         'target; 0: SAC\'s own target).')
+  if not (setting_values.is_finite_number(critic_priority_exponent)
+          and critic_priority_exponent >= 0):
+    raise errors.ConfigError(
+        f'LatentSacAgent.critic_priority_exponent={critic_priority_exponent!r}: must be a finite '
+        "number >= 0 (the power of each pair's TD error that weighs it in the critic's loss, "
+        "prioritized replay's alpha, e.g. 0.6; 0: SAC's uniform loss).")
 
 
 def _legacy_adam(learning_rate, epsilon=1e-7):
@@ -112,6 +119,9 @@ class LatentSacAgent(tf_agent.TFAgent):
     target_pessimism: beta >= 0: the critic bootstraps from min(Q1', Q2') -
       beta * |Q1' - Q2'| (0: SAC's min; `PessimisticSacAgent`), lower where
       the twin critics disagree, i.e. on rarely seen states.
+    critic_priority_exponent: a >= 0: the critic's loss weighs each pair by
+      its TD error to the power a (prioritized replay's gradient without
+      importance weights; `PessimisticSacAgent`); 0: SAC's uniform loss.
     train_world_model, train_sac: turn either update off (a frozen world model;
       a world-model-only run).
     greedy_filter: how the greedy policy (evaluation and the exported
@@ -138,8 +148,8 @@ class LatentSacAgent(tf_agent.TFAgent):
                target_entropy=None, gamma=0.99, target_update_tau=0.005,
                target_update_period=1, reward_scale_factor=1.0, initial_log_alpha=0.0,
                initial_alpha=None, acting_window=None, sac_burn_in=3, td_steps=1,
-               target_pessimism=0.0, train_world_model=True, train_sac=True,
-               greedy_filter='mean', collect_with='sac', eval_with='sac',
+               target_pessimism=0.0, critic_priority_exponent=0.0, train_world_model=True,
+               train_sac=True, greedy_filter='mean', collect_with='sac', eval_with='sac',
                train_step_counter=None, name='LatentSacAgent'):
     tf.Module.__init__(self, name=name)
     if greedy_filter not in self.GREEDY_FILTERS:
@@ -155,7 +165,8 @@ class LatentSacAgent(tf_agent.TFAgent):
     if world_model is None:
       world_model = world_model_lib.WorldModel(time_step_spec.observation, action_spec)
     self._world_model = world_model
-    check_sac_settings(initial_alpha, acting_window, td_steps, target_pessimism)
+    check_sac_settings(initial_alpha, acting_window, td_steps, target_pessimism,
+                       critic_priority_exponent)
     if initial_alpha is not None:
       initial_log_alpha = math.log(initial_alpha)
     self._filter_network = rssm_network.RssmEncodingNetwork(
@@ -174,9 +185,10 @@ class LatentSacAgent(tf_agent.TFAgent):
       target_entropy = -float(action_spec.shape.num_elements())
     # beta = 0 keeps TF-Agents' own SacAgent; both hold the same variables.
     sac_class, pessimism = sac_agent.SacAgent, {}
-    if target_pessimism:
+    if target_pessimism or critic_priority_exponent:
       sac_class = pessimistic_sac.PessimisticSacAgent
-      pessimism = {'target_pessimism': target_pessimism}
+      pessimism = {'target_pessimism': target_pessimism,
+                   'critic_priority_exponent': critic_priority_exponent}
     self._sac = sac_class(
         feature_time_step_spec, action_spec,
         critic_network=critic_net, actor_network=actor_net,
