@@ -51,6 +51,20 @@ def seeded_critic_loss(agent, *transitions):
                                  gamma=GAMMA))
 
 
+def reference_td_errors(agent, time_steps, actions, next_time_steps, beta=0.0):
+  """(d1, d2): each critic's TD error against the target with pessimism beta,
+  computed from the networks themselves with the seeded next-action samples."""
+  tf.random.set_seed(7)
+  next_actions, next_log_pis = agent._actions_and_log_probs(next_time_steps, training=False)  # pylint: disable=protected-access
+  q1, q2 = [net((next_time_steps.observation, next_actions), training=False)[0].numpy()
+            for net in (agent._target_critic_network_1, agent._target_critic_network_2)]  # pylint: disable=protected-access
+  assert np.abs(q1 - q2).min() > 0  # the twin critics start from different weights
+  soft_value = np.minimum(q1, q2) - beta * np.abs(q1 - q2) - ALPHA * next_log_pis.numpy()
+  target = next_time_steps.reward.numpy() + GAMMA * next_time_steps.discount.numpy() * soft_value
+  return [target - net((time_steps.observation, actions), training=False)[0].numpy()
+          for net in (agent._critic_network_1, agent._critic_network_2)]  # pylint: disable=protected-access
+
+
 def test_zero_pessimism_is_tf_agents_own_critic_loss():
   transitions = batch()
   stock = seeded_critic_loss(make_sac(sac_agent.SacAgent), *transitions)
@@ -62,17 +76,8 @@ def test_zero_pessimism_is_tf_agents_own_critic_loss():
 def test_the_target_takes_beta_times_the_target_critics_disagreement_off_their_min(beta):
   agent = make_sac(pessimistic_sac.PessimisticSacAgent, target_pessimism=beta)
   time_steps, actions, next_time_steps = batch()
-  # An independent reference from the networks themselves, with the same samples.
-  tf.random.set_seed(7)
-  next_actions, next_log_pis = agent._actions_and_log_probs(next_time_steps, training=False)  # pylint: disable=protected-access
-  q1, q2 = [net((next_time_steps.observation, next_actions), training=False)[0].numpy()
-            for net in (agent._target_critic_network_1, agent._target_critic_network_2)]  # pylint: disable=protected-access
-  assert np.abs(q1 - q2).min() > 0  # the twin critics start from different weights
-  soft_value = np.minimum(q1, q2) - beta * np.abs(q1 - q2) - ALPHA * next_log_pis.numpy()
-  target = next_time_steps.reward.numpy() + GAMMA * next_time_steps.discount.numpy() * soft_value
-  predicted = [net((time_steps.observation, actions), training=False)[0].numpy()
-               for net in (agent._critic_network_1, agent._critic_network_2)]  # pylint: disable=protected-access
-  expected = np.mean(sum((target - p) ** 2 for p in predicted))
+  d1, d2 = reference_td_errors(agent, time_steps, actions, next_time_steps, beta)
+  expected = np.mean(d1 ** 2 + d2 ** 2)
   np.testing.assert_allclose(seeded_critic_loss(agent, time_steps, actions, next_time_steps),
                              expected, rtol=1e-5)
 
@@ -112,14 +117,7 @@ def test_priorities_weigh_each_pair_by_its_larger_td_error_to_the_power_a(weight
   a = 0.6
   agent = make_sac(pessimistic_sac.PessimisticSacAgent, critic_priority_exponent=a)
   time_steps, actions, next_time_steps = batch()
-  tf.random.set_seed(7)
-  next_actions, next_log_pis = agent._actions_and_log_probs(next_time_steps, training=False)  # pylint: disable=protected-access
-  q1, q2 = [net((next_time_steps.observation, next_actions), training=False)[0].numpy()
-            for net in (agent._target_critic_network_1, agent._target_critic_network_2)]  # pylint: disable=protected-access
-  soft_value = np.minimum(q1, q2) - ALPHA * next_log_pis.numpy()
-  target = next_time_steps.reward.numpy() + GAMMA * next_time_steps.discount.numpy() * soft_value
-  d1, d2 = [target - net((time_steps.observation, actions), training=False)[0].numpy()
-            for net in (agent._critic_network_1, agent._critic_network_2)]  # pylint: disable=protected-access
+  d1, d2 = reference_td_errors(agent, time_steps, actions, next_time_steps)
   priority = (np.maximum(np.abs(d1), np.abs(d2)) + pessimistic_sac.PRIORITY_EPSILON) ** a
   w = np.ones(BATCH) if weights is None else weights
   scaled = w * priority / ((w * priority).sum() / w.sum())

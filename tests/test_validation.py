@@ -68,21 +68,14 @@ def test_td_steps_outside_one_to_the_window_pairs_is_rejected_naming_it(tmp_path
     assert part in message
 
 
-@pytest.mark.parametrize('target_pessimism', [-0.5, float('inf'), 'high'])
-def test_a_negative_or_non_numeric_target_pessimism_is_rejected_naming_it(tmp_path,
-                                                                          target_pessimism):
-  gin.bind_parameter('LatentSacAgent.target_pessimism', target_pessimism)
+@pytest.mark.parametrize('setting, value', [
+    ('target_pessimism', -0.5), ('target_pessimism', float('inf')), ('target_pessimism', 'high'),
+    ('critic_priority_exponent', -0.6), ('critic_priority_exponent', float('nan')),
+    ('critic_priority_exponent', 'strong')])
+def test_a_negative_or_non_numeric_critic_setting_is_rejected_naming_it(tmp_path, setting, value):
+  gin.bind_parameter(f'LatentSacAgent.{setting}', value)
   message = start_with(tmp_path)
-  assert f'LatentSacAgent.target_pessimism={target_pessimism!r}' in message
-  assert 'finite number >= 0' in message
-
-
-@pytest.mark.parametrize('exponent', [-0.6, float('nan'), 'strong'])
-def test_a_negative_or_non_numeric_critic_priority_exponent_is_rejected_naming_it(tmp_path,
-                                                                                  exponent):
-  gin.bind_parameter('LatentSacAgent.critic_priority_exponent', exponent)
-  message = start_with(tmp_path)
-  assert f'LatentSacAgent.critic_priority_exponent={exponent!r}' in message
+  assert f'LatentSacAgent.{setting}={value!r}' in message
   assert 'finite number >= 0' in message
 
 
