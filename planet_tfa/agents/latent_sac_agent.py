@@ -69,17 +69,16 @@ def check_sac_settings(initial_alpha, acting_window, td_steps=1, target_pessimis
     raise errors.ConfigError(
         f'LatentSacAgent.td_steps={td_steps!r}: must be a whole number >= 1 (rewards the '
         "critic's target sums before it bootstraps; 1: the one-step target).")
-  if not (setting_values.is_finite_number(target_pessimism) and target_pessimism >= 0):
-    raise errors.ConfigError(
-        f'LatentSacAgent.target_pessimism={target_pessimism!r}: must be a finite number >= 0 (the '
-        "multiple of the target critics' disagreement |Q1 - Q2| taken off SAC's min(Q1, Q2) "
-        'target; 0: SAC\'s own target).')
-  if not (setting_values.is_finite_number(critic_priority_exponent)
-          and critic_priority_exponent >= 0):
-    raise errors.ConfigError(
-        f'LatentSacAgent.critic_priority_exponent={critic_priority_exponent!r}: must be a finite '
-        "number >= 0 (the power of each pair's TD error that weighs it in the critic's loss, "
-        "prioritized replay's alpha, e.g. 0.6; 0: SAC's uniform loss).")
+  for name, value, meaning in (
+      ('target_pessimism', target_pessimism,
+       "the multiple of the target critics' disagreement |Q1 - Q2| taken off SAC's min(Q1, Q2) "
+       "target; 0: SAC's own target"),
+      ('critic_priority_exponent', critic_priority_exponent,
+       "the power of each pair's TD error that weighs it in the critic's loss, prioritized "
+       "replay's alpha, e.g. 0.6; 0: SAC's uniform loss")):
+    if not (setting_values.is_finite_number(value) and value >= 0):
+      raise errors.ConfigError(
+          f'LatentSacAgent.{name}={value!r}: must be a finite number >= 0 ({meaning}).')
 
 
 def _legacy_adam(learning_rate, epsilon=1e-7):
@@ -183,12 +182,13 @@ class LatentSacAgent(tf_agent.TFAgent):
         kernel_initializer='glorot_uniform', last_kernel_initializer='glorot_uniform')
     if target_entropy is None:
       target_entropy = -float(action_spec.shape.num_elements())
-    # beta = 0 keeps TF-Agents' own SacAgent; both hold the same variables.
-    sac_class, pessimism = sac_agent.SacAgent, {}
+    # Both critic settings at 0 keep TF-Agents' own SacAgent; both classes hold
+    # the same variables.
+    sac_class, critic_settings = sac_agent.SacAgent, {}
     if target_pessimism or critic_priority_exponent:
       sac_class = pessimistic_sac.PessimisticSacAgent
-      pessimism = {'target_pessimism': target_pessimism,
-                   'critic_priority_exponent': critic_priority_exponent}
+      critic_settings = {'target_pessimism': target_pessimism,
+                         'critic_priority_exponent': critic_priority_exponent}
     self._sac = sac_class(
         feature_time_step_spec, action_spec,
         critic_network=critic_net, actor_network=actor_net,
@@ -199,7 +199,7 @@ class LatentSacAgent(tf_agent.TFAgent):
         gamma=gamma, reward_scale_factor=reward_scale_factor,
         initial_log_alpha=initial_log_alpha, target_entropy=target_entropy,
         gradient_clipping=sac_gradient_clipping,
-        train_step_counter=train_step_counter, **pessimism)
+        train_step_counter=train_step_counter, **critic_settings)
     self._sac.initialize()
     self._actor_network = actor_net
     self._model_optimizer = _legacy_adam(model_learning_rate, epsilon=1e-4)
