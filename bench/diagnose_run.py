@@ -476,8 +476,7 @@ def branch_rollout(agent, env, point, first_action, act, steps):
   bootstrap = critic_values(agent, features[-1:], actions[-1:])[0] if step.discount > 0 else 0.0
   returns = discounted_returns(rewards, gamma, bootstrap)
   distribution, _ = agent.actor_network(features, step_type=(), network_state=())
-  # Clip away from the tanh boundary, where float32 log-probs overflow.
-  log_pi = distribution.log_prob(tf.clip_by_value(actions, -0.999999, 0.999999)).numpy()
+  log_pi = clipped_log_prob(distribution, actions).numpy()
   # In reward units, as critic_values gives Q.
   alpha = float(np.exp(agent.log_alpha.numpy())) / agent.sac._reward_scale_factor  # pylint: disable=protected-access
   # SAC's target r + gamma (Q' - alpha log pi'): each action after the first
@@ -661,14 +660,19 @@ def critic_calibration(q, returns):
   return q[:half], returns[:half]
 
 
+def clipped_log_prob(distribution, actions):
+  """The actor's log pi of `actions`, clipped away from the tanh boundary,
+  where float32 log-probs overflow."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  return distribution.log_prob(tf.clip_by_value(actions, -0.999999, 0.999999))
+
+
 def policy_entropy(agent, episode, samples=64):
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   distribution, _ = agent.actor_network(tf.constant(episode['features']), step_type=(),
                                         network_state=())
   actions = distribution.sample(samples, seed=0)
-  # Clip away from the tanh boundary, where float32 log-probs overflow.
-  actions = tf.clip_by_value(actions, -0.999999, 0.999999)
-  return float(-tf.reduce_mean(distribution.log_prob(actions)))
+  return float(-tf.reduce_mean(clipped_log_prob(distribution, actions)))
 
 
 def episodes_on_run(root_dir, seed, num_episodes, episode_fn, after=None):
