@@ -17,13 +17,15 @@ import json
 import math
 import os
 
+from bench import dmc_table
+
 SLAC_SCORE = 319.0  # SLAC's cheetah run at 100k environment steps (Lee et al. 2020)
 DOCUMENTED = 'documented setting: 10k pre-training'
 
-# (label, what the runs added to the documented setting, the final-score
-# files' TAGs by seed), in the order of the levers table. A seed listed twice
-# ran twice. Every run pinned WorldModel.image_precision='float32'.
-SETTING = '--gin_file=dmc_cpu.gin --gin_param=train_eval.model_pretrain_steps=10000'
+# (label, what the runs added to the documented setting -- gin/dmc_cpu.gin
+# with train_eval.model_pretrain_steps=10000 --, the final-score files' TAGs by
+# seed), in the order of the levers table. A seed listed twice ran twice.
+# Every run pinned WorldModel.image_precision='float32'.
 LEVERS = (
     ('recipe: 500 pre-training', 'train_eval.model_pretrain_steps=500 (the gin file alone)',
      ((0, '100k'), (1, '100k'), (2, '100k'))),
@@ -64,9 +66,8 @@ def score_path(docs_dir, seed, tag):
 
 
 def spread(values):
-  """Mean, spread (ddof = 0) and standard error of `values`."""
-  mean = sum(values) / len(values)
-  std = math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
+  """Mean, spread (ddof = 0, `dmc_table.mean_std`) and standard error of `values`."""
+  mean, std = dmc_table.mean_std(values)
   return mean, std, std / math.sqrt(len(values))
 
 

@@ -194,7 +194,8 @@ def random_score(task, runs_dir, gin_files, gin_params, episodes):
   return cached
 
 
-def _mean_std(values):
+def mean_std(values):
+  """Mean and spread (ddof = 0) of `values`, as the tables print them."""
   mean = sum(values) / len(values)
   return mean, math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
 
@@ -207,7 +208,7 @@ def _over_seeds(values):
   """Mean ± std over seeds; one seed has no spread to show."""
   if not values:
     return 'not run'
-  return f'{values[0]:.0f}' if len(values) == 1 else _pm(_mean_std(values))
+  return f'{values[0]:.0f}' if len(values) == 1 else _pm(mean_std(values))
 
 
 def write_report(out, tasks, seeds, env_steps, scores, randoms, runs_dir, command,
