@@ -17,7 +17,7 @@ import json
 import math
 import os
 
-from bench import dmc_table
+from bench import common
 
 SLAC_SCORE = 319.0  # SLAC's cheetah run at 100k environment steps (Lee et al. 2020)
 DOCUMENTED = 'documented setting: 10k pre-training'
@@ -66,8 +66,8 @@ def score_path(docs_dir, seed, tag):
 
 
 def spread(values):
-  """Mean, spread (ddof = 0, `dmc_table.mean_std`) and standard error of `values`."""
-  mean, std = dmc_table.mean_std(values)
+  """Mean, spread (ddof = 0, `common.mean_std`) and standard error of `values`."""
+  mean, std = common.mean_std(values)
   return mean, std, std / math.sqrt(len(values))
 
 

@@ -16,6 +16,7 @@ min, max, n); figures report the median.
 import datetime
 import importlib.metadata
 import json
+import math
 import os
 import resource
 import statistics
@@ -106,6 +107,12 @@ def _quantile(ordered, q):
   low = int(position)
   high = min(low + 1, len(ordered) - 1)
   return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def mean_std(values):
+  """Mean and spread (ddof = 0) of `values`, as the docs' tables print them."""
+  mean = sum(values) / len(values)
+  return mean, math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
 
 
 def summarize(times, digits=4, unit='s', scale=1.0):

@@ -23,7 +23,6 @@ table from what is finished (and the random policy's scores).
 """
 import csv
 import json
-import math
 import os
 import subprocess
 import sys
@@ -32,6 +31,7 @@ import time
 from absl import app
 from absl import flags
 
+from bench import common
 from bench import compare_curves
 from planet_tfa import setting_values
 
@@ -194,12 +194,6 @@ def random_score(task, runs_dir, gin_files, gin_params, episodes):
   return cached
 
 
-def mean_std(values):
-  """Mean and spread (ddof = 0) of `values`, as the tables print them."""
-  mean = sum(values) / len(values)
-  return mean, math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
-
-
 def _pm(pair):
   return '–' if pair is None else f'{pair[0]:.0f} ± {pair[1]:.0f}'
 
@@ -208,7 +202,7 @@ def _over_seeds(values):
   """Mean ± std over seeds; one seed has no spread to show."""
   if not values:
     return 'not run'
-  return f'{values[0]:.0f}' if len(values) == 1 else _pm(mean_std(values))
+  return f'{values[0]:.0f}' if len(values) == 1 else _pm(common.mean_std(values))
 
 
 def write_report(out, tasks, seeds, env_steps, scores, randoms, runs_dir, command,

@@ -4,6 +4,7 @@ The registry's entries must name modules that exist and accept the
 arguments the registry gives them; the suite must run an entry end to end
 and tag its figures; the report must file figures under their topics.
 """
+import ast
 import dataclasses
 import glob
 import json
@@ -54,6 +55,37 @@ def test_every_module_parses_its_registry_arguments():
     assert proc.returncode == 0, f'{module}: {err[-2000:]}'
     checked = out.split()
     assert checked == [b.name for b in registry.BENCHMARKS if b.module == module], out
+
+
+def _flags_defined_on_import(path):
+  """Names of the absl flags a module defines at its top level (on import)."""
+  names = set()
+  for statement in ast.parse(open(path).read()).body:
+    for node in ast.walk(statement):
+      if (isinstance(statement, (ast.Expr, ast.Assign)) and isinstance(node, ast.Call)
+          and isinstance(node.func, ast.Attribute) and node.func.attr.startswith('DEFINE')
+          and node.args and isinstance(node.args[0], ast.Constant)):
+        names.add(node.args[0].value)
+  return names
+
+
+def test_bench_modules_that_others_import_define_no_clashing_flags():
+  # absl flags are process-global: two imported modules defining one flag name
+  # raise DuplicateFlagError in whichever test imports the second.
+  imported = set()
+  for path in glob.glob(os.path.join(REPO, 'bench', '*.py')) + glob.glob(
+      os.path.join(REPO, 'tests', '*.py')):
+    for node in ast.walk(ast.parse(open(path).read())):
+      if isinstance(node, ast.ImportFrom) and node.module == 'bench':
+        imported.update(alias.name for alias in node.names)
+  owners = {}
+  for module in sorted(imported):
+    for name in _flags_defined_on_import(os.path.join(REPO, 'bench', module + '.py')):
+      owners.setdefault(name, []).append(module)
+  clashes = {name: modules for name, modules in owners.items() if len(modules) > 1}
+  assert not clashes, (f'{clashes}: these imported bench modules define the same flags on '
+                       'import; move what others need into bench.common or define the '
+                       "flags in the module's main (see bench.eval_filter.define_flags)")
 
 
 def test_argument_check_fails_on_arguments_a_module_does_not_take():
