@@ -516,9 +516,10 @@ def branch_from_episodes(agent, env, episodes, lead, count, rollouts, seed):
     return None
   upside = [upside_down_steps(e['torso_pitch']) for e in episodes]
   chosen = choose_branch_states(upside, lead, count, seed)
-  tf.random.set_seed(seed)  # the rollouts' samples repeat with the seed
-  act = tfa_common.function(acting_policy(agent, 'stochastic').action)
   returns, soft_returns, turned = [], [], []
+  if chosen:
+    tf.random.set_seed(seed)  # the rollouts' samples repeat with the seed
+    act = tfa_common.function(acting_policy(agent, 'stochastic').action)
   for n, (e, t, _) in enumerate(chosen):
     episode = episodes[e]
     outcomes = [branch_rollout(agent, env, episode['branch_points'][t], episode['actions'][t], act,
@@ -529,7 +530,9 @@ def branch_from_episodes(agent, env, episodes, lead, count, rollouts, seed):
     print(f'# branched state {n + 1}/{len(chosen)}', file=sys.stderr, flush=True)
   for episode in episodes:
     episode.pop('branch_points', None)
-  return chosen, np.array(returns), np.array(soft_returns), np.array(turned)
+  shape = (len(chosen), rollouts)  # [0, rollouts] where no episode had an upright step
+  return (chosen, np.array(returns, np.float64).reshape(shape),
+          np.array(soft_returns, np.float64).reshape(shape), np.array(turned, bool).reshape(shape))
 
 
 def fall_branches(critic_q, greedy_return, rollout_returns, rollout_soft_returns,

@@ -491,6 +491,20 @@ def test_branch_states_are_drawn_upright_before_a_fall_and_farther_from_one():
   assert sorted((e, t) for e, t, b in few if b) == [(e, t) for e in range(4) for t in (58, 59)]
 
 
+def test_branching_without_an_upright_state_reports_no_states_instead_of_failing():
+  # Episodes spent wholly on the back leave nothing to branch from: no agent
+  # or env is touched, and fall_branches gets empty [states, rollouts] arrays.
+  on_its_back = {'torso_pitch': np.full(30, np.pi), 'branch_points': [None] * 30,
+                 'actions': np.zeros((30, 6)), 'rewards': np.zeros(30)}
+  chosen, returns, soft_returns, turned = diagnose_run.branch_from_episodes(
+      None, None, [on_its_back], lead=10, count=4, rollouts=6, seed=0)
+  assert chosen == [] and returns.shape == soft_returns.shape == turned.shape == (0, 6)
+  assert 'branch_points' not in on_its_back
+  result = diagnose_run.fall_branches([], [], returns, soft_returns, turned, [])
+  assert result['states_before_turning_over'] == result['states_farther'] == 0
+  assert result['critic_q_farther'] is None and result['critic_vs_soft_return_corr'] is None
+
+
 def test_fall_branches_compares_the_critic_with_the_stochastic_rollouts_per_class():
   critic_q = [100.0, 80.0, 120.0, 110.0]
   greedy_return = [40.0, 20.0, 130.0, 100.0]
