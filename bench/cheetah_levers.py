@@ -58,6 +58,7 @@ LEVERS = (
      ((2, 'sac6_100k'), (3, 'sac6_100k'))),
     ("critic loss weighed by TD error, a = 0.6", 'LatentSacAgent.critic_priority_exponent=0.6',
      ((2, 'prio_100k'), (3, 'prio_100k'))),
+    ('conv depth 32', 'WorldModel.image_depth=32', ((2, 'd32_100k'),)),
 )
 
 

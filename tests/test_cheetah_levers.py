@@ -31,6 +31,7 @@ TABLE_ROWS = {
     '1 SAC update per model update': 'train_eval.sac_updates_per_train_step=1',
     '6 SAC updates per model update': 'train_eval.sac_updates_per_train_step=6',
     'critic loss weighed by TD error, a = 0.6': 'LatentSacAgent.critic_priority_exponent=0.6',
+    'conv depth 32': 'WorldModel.image_depth=32',
 }
 
 
