@@ -16,7 +16,6 @@ min, max, n); figures report the median.
 import datetime
 import importlib.metadata
 import json
-import math
 import os
 import resource
 import statistics
@@ -111,8 +110,7 @@ def _quantile(ordered, q):
 
 def mean_std(values):
   """Mean and spread (ddof = 0) of `values`, as the docs' tables print them."""
-  mean = sum(values) / len(values)
-  return mean, math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
+  return statistics.fmean(values), statistics.pstdev(values)
 
 
 def summarize(times, digits=4, unit='s', scale=1.0):
