@@ -59,14 +59,12 @@ def test_every_module_parses_its_registry_arguments():
 
 def _flags_defined_on_import(path):
   """Names of the absl flags a module defines at its top level (on import)."""
-  names = set()
-  for statement in ast.parse(open(path).read()).body:
-    for node in ast.walk(statement):
-      if (isinstance(statement, (ast.Expr, ast.Assign)) and isinstance(node, ast.Call)
-          and isinstance(node.func, ast.Attribute) and node.func.attr.startswith('DEFINE')
-          and node.args and isinstance(node.args[0], ast.Constant)):
-        names.add(node.args[0].value)
-  return names
+  top_level_calls = [node for statement in ast.parse(open(path).read()).body
+                     if isinstance(statement, (ast.Expr, ast.Assign))
+                     for node in ast.walk(statement) if isinstance(node, ast.Call)]
+  return {call.args[0].value for call in top_level_calls
+          if isinstance(call.func, ast.Attribute) and call.func.attr.startswith('DEFINE')
+          and call.args and isinstance(call.args[0], ast.Constant)}
 
 
 def test_bench_modules_that_others_import_define_no_clashing_flags():
