@@ -13,8 +13,13 @@ The peer runs in its own Python process (`bench/peer_slac_worker.py`, driven
 over a pipe; the pipe costs microseconds against seconds per iteration):
 PyTorch needs a newer `typing_extensions` than TF-Agents pins, and TensorFlow's
 tracing breaks with it, so the two never share an interpreter.
-Prints peer_iteration_s, ours_iteration_s and peer_over_ours (how many times
-faster ours is; the goal in issue 24 is >= 2.5).
+Prints peer_iteration_s, ours_iteration_s (median and IQR over the rounds,
+each side's thread count and allocator) and peer_over_ours: how many times
+faster ours is, as the median of the per-round ratios (each round's peer time
+over the same round's ours), with every round's ratio and their range. The
+peer's time swings 2x between rounds on some machines (it page-faults
+heavily), so a few rounds decide nothing: at least 10 timed rounds (issue 61;
+the goal of issue 24 is >= 2.5 on every CPU kind, the minimum round reported).
 
 The peer is not installed with this project. Without PyTorch or the peer's
 checkout this prints one `peer_slac_skipped` line saying how to install them,
@@ -34,6 +39,7 @@ import subprocess
 import sys
 
 from bench import common
+from planet_tfa import hardware
 
 PEER_REPOSITORY = 'https://github.com/toshikwa/slac.pytorch'
 # The peer's newest commit touching slac/algo.py in the public index (its
@@ -41,6 +47,7 @@ PEER_REPOSITORY = 'https://github.com/toshikwa/slac.pytorch'
 PEER_COMMIT = '30926f1ac366609430d2c214df050677bd68bb38'
 PEER_DIR_ENV = 'SLAC_PYTORCH_DIR'
 PEER_PYTHON_ENV = 'SLAC_PYTORCH_PYTHON'
+MIN_ROUNDS = 10
 WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'peer_slac_worker.py')
 __doc__ = __doc__.replace('PEER_COMMIT', PEER_COMMIT)
 INSTALL = (f'python3.11 -m venv VENV; VENV/bin/pip install numpy torch --index-url '
@@ -57,13 +64,28 @@ def parse_args(argv=None):
   parser.add_argument('--peer_python', default=os.environ.get(PEER_PYTHON_ENV, sys.executable),
                       help=f'a Python with NumPy and PyTorch (default: ${PEER_PYTHON_ENV}, '
                            'else this one)')
-  parser.add_argument('--rounds', type=int, default=6, help='timed rounds (median taken)')
+  parser.add_argument('--rounds', type=int, default=MIN_ROUNDS,
+                      help=f'timed rounds (medians taken; at least {MIN_ROUNDS})')
   parser.add_argument('--warmup', type=int, default=2, help='untimed rounds first')
-  parser.add_argument('--quick', action='store_true', help='2 rounds, 1 warm-up')
+  parser.add_argument('--quick', action='store_true', help='2 rounds, 1 warm-up (a smoke test)')
   args = parser.parse_args(argv)
   if args.quick:
     args.rounds, args.warmup = 2, 1
+  elif args.rounds < MIN_ROUNDS:
+    parser.error(f'--rounds={args.rounds}: at least {MIN_ROUNDS} (the peer swings 2x between '
+                 'rounds; --quick for a smoke test)')
   return args
+
+
+def ratio_summary(peer_times, ours_times):
+  """peer / ours per round (rounds are interleaved pairs), their median, range and IQR."""
+  if len(peer_times) != len(ours_times) or not peer_times:
+    raise ValueError('ratio_summary needs the same number (> 0) of peer and ours rounds')
+  ratios = [peer / ours for peer, ours in zip(peer_times, ours_times)]
+  spread = common.summarize(ratios, digits=2, unit='x')
+  return {'value': spread['median_x'], 'ratio_per_round': [round(r, 2) for r in ratios],
+          'min_x': spread['min_x'], 'max_x': spread['max_x'], 'iqr_x': spread['iqr_x'],
+          'n': len(ratios)}
 
 
 def missing_peer(peer_dir, peer_python):
@@ -82,10 +104,9 @@ def missing_peer(peer_dir, peer_python):
   return None
 
 
-def peer_iteration(peer_dir, peer_python):
-  """A function(i) running one peer iteration in the peer's own process."""
-  threads = str(len(os.sched_getaffinity(0)))  # TensorFlow's default too
-  worker = subprocess.Popen([peer_python, WORKER, peer_dir, threads], stdin=subprocess.PIPE,
+def peer_iteration(peer_dir, peer_python, threads):
+  """A function(i) running one peer iteration in the peer's own process, on `threads`."""
+  worker = subprocess.Popen([peer_python, WORKER, peer_dir, str(threads)], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, text=True, bufsize=1)
 
   def expect(word):
@@ -130,7 +151,16 @@ def main():
     common.emit('peer_slac_skipped', None, None, reason=reason, install=INSTALL)
     print(f'# peer_slac: skipped: {reason}. To run it: {INSTALL}', file=sys.stderr)
     return 0
-  fns = {'peer': peer_iteration(args.peer_dir, args.peer_python), 'ours': ours_iteration()}
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  ours = ours_iteration()
+  # Each side on the threads it gets by default here: TensorFlow's intra-op pool, and the
+  # peer on as many (PyTorch's default is the cores too); both under this process's allocator.
+  sides = {'ours': {'threads': tf.config.threading.get_intra_op_parallelism_threads()
+                               or len(os.sched_getaffinity(0))},
+           'peer': {'threads': len(os.sched_getaffinity(0))}}
+  allocator = hardware.describe()['allocator']  # the worker inherits LD_PRELOAD
+  fns = {'peer': peer_iteration(args.peer_dir, args.peer_python, sides['peer']['threads']),
+         'ours': ours}
   for fn in fns.values():
     fn(0)  # the peer's JIT trace and our tf.function trace
   times = common.interleave(fns, args.rounds, args.warmup)
@@ -140,9 +170,10 @@ def main():
             'image_precision': 'float32'}
   for name in ('peer', 'ours'):
     common.emit(f'{name}_iteration_s', round(medians[name], 4), 's',
-                **common.summarize(times[name]), **config)
-  common.emit('peer_over_ours', round(medians['peer'] / medians['ours'], 2), 'x',
-              goal=2.5, **config)
+                **common.summarize(times[name]), threads=sides[name]['threads'],
+                allocator=allocator, per_round_s=[round(t, 4) for t in times[name]], **config)
+  ratio = ratio_summary(times['peer'], times['ours'])
+  common.emit('peer_over_ours', ratio.pop('value'), 'x', goal=2.5, **ratio, **config)
   common.hard_exit(0)
   return 0
 

@@ -116,11 +116,16 @@ BENCHMARKS = (
               about='glibc against tcmalloc processes of slac_shape, interleaved over rounds',
               args=('--rounds', '3', '--steps', '7'), quick_args=('--rounds', '1', '--steps', '2'),
               docs='README.md'),
+    Benchmark('threads', 'bench.threads_bench', 'Training step', in_suite=False,
+              about="the train step under TensorFlow's default thread pools, the chosen "
+                    'ones, one thread, and two one-thread runs side by side',
+              quick_args=('--quick',), docs='docs/performance.md',
+              context=('depth', 'per_process_s')),
     Benchmark('peer_slac', 'bench.peer_slac', 'Training step', in_suite=False,
               about='our SLAC-shaped iteration against the PyTorch SLAC peer, interleaved '
                     '(skipped, saying how to install it, when the peer is not installed)',
               context=('rounds', 'warmup_rounds', 'peer_commit', 'model_batch', 'sac_batch',
-                       'seq', 'depth', 'image_precision')),
+                       'seq', 'depth', 'image_precision', 'per_round_s', 'ratio_per_round')),
     Benchmark('world_model', 'bench.world_model_bench', 'Training step', in_suite=False,
               about='world-model update on synthetic frames, with and without XLA',
               args=('--depths', '32,16', '--jit', '0,1'),

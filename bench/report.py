@@ -181,13 +181,19 @@ def standalone():
   return out
 
 
-def _bf16_units(line):
-  """Whether the line's CPU had bf16 units, as its record says."""
+def _bf16_units(line, fp32_s=None):
+  """What the line's CPU reports of bf16 units, and how bf16 measured against fp32 there:
+  the flag alone does not say which is faster (issue 61)."""
   flags = (line.get('machine') or {}).get('cpu_flags')
   if flags is None:
-    return 'has AVX512_BF16'  # records before flags were kept: the AVX-512 machine
-  return ('has bf16 units' if {'avx512_bf16', 'amx_bf16'} & set(flags)
-          else 'has no bf16 units: emulated, slower')
+    units = 'reports AVX512_BF16'  # records before flags were kept: the AVX-512 machine
+  else:
+    units = ('reports bf16 units' if {'avx512_bf16', 'amx_bf16'} & set(flags)
+             else 'reports no bf16 units')
+  if fp32_s and line.get('value'):
+    ratio = line['value'] / fp32_s
+    units += (f"; {ratio:.2f}x the fp32 time: {'faster' if ratio < 1 else 'slower'}")
+  return units
 
 
 def _summary(by_name):
@@ -285,7 +291,8 @@ def _summary(by_name):
     reuse_bf16 = by_name.get('train_iteration_s_reuse_bf16', {})
     out.append(
         "- With `WorldModel.image_precision = 'mixed_bfloat16'` (bf16 convs on fp32 variables; "
-        f"this CPU {_bf16_units(bf16)}): SLAC-shaped {bf16['value']} s, default layout "
+        f"this CPU {_bf16_units(bf16, separate.get('value'))}): SLAC-shaped {bf16['value']} s, "
+        "default layout "
         f"{reuse_bf16.get('value')} s ({bf16.get('x_floor')}x / {reuse_bf16.get('x_floor')}x "
         'the fp32 floor).')
   for name, line in by_name.items():

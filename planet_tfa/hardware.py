@@ -5,12 +5,10 @@ AVX-512; on AVX2-only CPUs (AMD Zen 3) it leaves them off, although they made
 the world-model step 1.4-2x faster there (docs/benchmarks.md). `prefer_onednn()`
 turns them on for every CPU unless the user set `TF_ENABLE_ONEDNN_OPTS`
 themselves; it must run before TensorFlow is imported (`planet_tfa/__init__`
-calls it). bf16 convolutions pay off only with bf16 units (AVX512_BF16, AMX)
-or a GPU, and are 4-6x slower without them: `image_precision('auto')` picks.
-A user (or a benchmark emulating an older CPU) can cap the instruction sets the
+calls it). Whether bf16 convolutions pay off is measured, not read off the
+flags (`precision.decide`). A user (or a benchmark emulating an older CPU) can cap the instruction sets the
 libraries dispatch to (`ONEDNN_MAX_CPU_ISA=AVX2`, PyTorch's `ATEN_CPU_CAPABILITY`,
-MKL's `MKL_ENABLE_INSTRUCTIONS`): a cap below bf16 counts as no bf16 units, and
-every record of the CPU path names the caps in effect.
+MKL's `MKL_ENABLE_INSTRUCTIONS`): every record of the CPU path names the caps in effect.
 
 Nothing here imports TensorFlow at module level: `planet_tfa` imports this
 module before TensorFlow is loaded.
@@ -28,8 +26,41 @@ FLAGS_OF_INTEREST = ('avx2', 'avx512f', 'avx512_bf16', 'amx_bf16', 'amx_tile')
 ONEDNN_ISA_ENV = 'ONEDNN_MAX_CPU_ISA'
 ISA_CAP_ENVS = (ONEDNN_ISA_ENV, 'DNNL_MAX_CPU_ISA', 'ATEN_CPU_CAPABILITY',
                 'MKL_ENABLE_INSTRUCTIONS')
-# oneDNN ISA names that include bf16 arithmetic (its cap is an upper bound).
-_BF16_ISA_MARKERS = ('BF16', 'AMX', 'FP16', 'AVX10', 'ALL', 'DEFAULT')
+
+
+INTRAOP_ENV, INTEROP_ENV = 'TF_NUM_INTRAOP_THREADS', 'TF_NUM_INTEROP_THREADS'
+
+
+def thread_counts(environ=None, cores=None):
+  """{'intra_op', 'inter_op', 'cores', 'set_by'}: TensorFlow's thread pools for this process.
+
+  Both pools as wide as the cores this process may run on (its CPU affinity):
+  on a 2-core Xeon the depth-16 train step ran 3.98-4.74 steps/s so, 3.41-4.01
+  with one inter-op thread and 2.95-3.00 on one core (two runs of `python -m
+  bench.threads_bench`, docs/performance.md). Two runs side by side, each
+  pinned to one core (`taskset -c 0 ...`, `taskset -c 1 ...`), get one thread
+  each from their affinity and together trained 4.55-6.05 steps/s. The user's
+  TF_NUM_INTRAOP_THREADS / TF_NUM_INTEROP_THREADS win.
+  """
+  environ = os.environ if environ is None else environ
+  cores = cores or len(os.sched_getaffinity(0))
+  counts = {'cores': cores, 'set_by': 'planet_tfa'}
+  for key, name in (('intra_op', INTRAOP_ENV), ('inter_op', INTEROP_ENV)):
+    given = environ.get(name)
+    if given:
+      counts[key], counts['set_by'] = int(given), 'environment'
+    else:
+      counts[key] = cores
+  return counts
+
+
+def prefer_threads(environ=None):
+  """Sets TensorFlow's thread counts (`thread_counts`) unless the user chose; before TF loads."""
+  environ = os.environ if environ is None else environ
+  counts = thread_counts(environ)
+  environ.setdefault(INTRAOP_ENV, str(counts['intra_op']))
+  environ.setdefault(INTEROP_ENV, str(counts['inter_op']))
+  return counts
 
 
 def prefer_onednn(environ=None):
@@ -83,17 +114,6 @@ def isa_caps(environ=None):
   return {name: environ[name] for name in ISA_CAP_ENVS if environ.get(name)}
 
 
-def has_bf16_units(info=None, environ=None):
-  """bf16 arithmetic in hardware (AVX512_BF16 or AMX on the CPU) that oneDNN may use:
-  not when its ISA is capped below bf16 (e.g. ONEDNN_MAX_CPU_ISA=AVX2)."""
-  flags = (info or cpu_info())['flags']
-  caps = isa_caps(environ)
-  onednn_cap = (caps.get(ONEDNN_ISA_ENV) or caps.get('DNNL_MAX_CPU_ISA') or 'ALL').upper()
-  if not any(marker in onednn_cap for marker in _BF16_ISA_MARKERS):
-    return False
-  return 'avx512_bf16' in flags or 'amx_bf16' in flags
-
-
 def onednn_enabled():
   """Whether this process's TensorFlow runs its oneDNN (MKL) CPU kernels."""
   # pylint: disable=g-import-not-at-top
@@ -104,14 +124,6 @@ def onednn_enabled():
 def gpu_available():
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   return bool(tf.config.list_physical_devices('GPU'))
-
-
-def image_precision(requested, info=None, gpu=None, environ=None):
-  """'auto' -> 'mixed_bfloat16' on a GPU or a CPU with usable bf16 units, else 'float32'."""
-  if requested != 'auto':
-    return requested
-  gpu = gpu_available() if gpu is None else gpu
-  return 'mixed_bfloat16' if gpu or has_bf16_units(info, environ) else 'float32'
 
 
 def describe():
@@ -125,6 +137,7 @@ def describe():
       'onednn_env': os.environ.get(ONEDNN_ENV),
       'allocator': 'tcmalloc' if 'tcmalloc' in preload else 'glibc',
       'isa_caps': isa_caps(),
+      'threads': thread_counts(),
   }
 
 
@@ -134,5 +147,8 @@ def summary_line():
   flags = ','.join(d['cpu_flags']) or 'none of ' + ','.join(FLAGS_OF_INTEREST)
   onednn = {True: 'on', False: 'off', None: 'unknown'}[d['onednn']]
   caps = ''.join(f'; {name}={value}' for name, value in d['isa_caps'].items())
+  threads = d['threads']
   return (f"CPU path: {d['cpu']} [{flags}]; TensorFlow oneDNN {onednn} "
-          f"({ONEDNN_ENV}={d['onednn_env']}){caps}; allocator {d['allocator']}")
+          f"({ONEDNN_ENV}={d['onednn_env']}){caps}; allocator {d['allocator']}; "
+          f"threads: intra-op {threads['intra_op']}, inter-op {threads['inter_op']} of "
+          f"{threads['cores']} core(s) ({threads['set_by']})")

@@ -24,6 +24,7 @@ from planet_tfa import experiment as experiment_lib
 from planet_tfa import hardware
 from planet_tfa import hooks as hooks_lib
 from planet_tfa import layout
+from planet_tfa import precision
 from planet_tfa import saved_policies
 from planet_tfa import schedule
 from planet_tfa import stop_signals
@@ -31,6 +32,7 @@ from planet_tfa import summaries
 from planet_tfa import validation
 from planet_tfa.agents import autopilot_expert
 from planet_tfa.agents import expert_policy
+from planet_tfa.agents import world_model
 from planet_tfa.environments import suites
 from planet_tfa.replay import tables
 from planet_tfa import videos
@@ -407,13 +409,26 @@ def _loop(run, s, experiment, progress, hooks, stop, ended):
   return state
 
 
+def _decide_image_precision(experiment, batch_size):
+  """WorldModel.image_precision for this run: 'auto' measured at the run's batch
+  (precision.decide) and bound, so the model and operative_config.gin say the same."""
+  requested = validation.check_image_precision()
+  depth = validation.bound_value('WorldModel', 'image_depth', world_model.WorldModel)
+  decision = precision.decide(requested, depth=depth,
+                              frames=batch_size * experiment.sequence_length)
+  if requested == precision.AUTO:
+    with gin.unlock_config():
+      gin.bind_parameter('WorldModel.image_precision', decision.precision)
+  return decision
+
+
 def _setup(root_dir, experiment, s, train_env, eval_env, remote, collects):
   """The agent, its replay, the drivers, the checkpoints (restored) and the saved config."""
   train_step = tf.Variable(0, dtype=tf.int64, name='train_step')
+  image_precision = _decide_image_precision(experiment, s['batch_size'])
   agent = experiment_lib.make_agent(train_env.time_step_spec(), train_env.action_spec(),
                                     train_step, train_sac=not s['world_model_only'])
-  print(f'{hardware.summary_line()}; world-model image precision '
-        f'{agent.world_model.image_precision}', flush=True)
+  print(f'{hardware.summary_line()}; world-model {image_precision.describe()}', flush=True)
   if s['freeze_world_model']:
     agent.set_train_world_model(False)
   experiment_lib.save_specs(root_dir, train_env.time_step_spec(), train_env.action_spec())

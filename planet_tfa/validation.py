@@ -16,9 +16,11 @@ from gin import config_parser as gin_config_parser
 
 from planet_tfa import errors
 from planet_tfa import layout
+from planet_tfa import precision
 from planet_tfa import setting_values
 from planet_tfa.agents import cem_policy
 from planet_tfa.agents import latent_sac_agent
+from planet_tfa.agents import world_model
 from planet_tfa.environments import highway
 from planet_tfa.environments import suites
 
@@ -158,6 +160,7 @@ def check_experiment(experiment):
   _check_rules('Experiment', _EXPERIMENT_RULES,
                {name: getattr(experiment, name) for name in _EXPERIMENT_RULES})
   _check_env_bindings()
+  check_image_precision()
 
 
 # Bindings that shape the model's variables: a run resumed with other values
@@ -166,11 +169,14 @@ MODEL_SHAPE_BINDINGS = (
     'WorldModel.encoder_keys', 'WorldModel.decoder_keys', 'WorldModel.image_depth',
     'RSSM.deter_size', 'RSSM.stoch_size', 'RSSM.hidden_size',
     'LatentSacAgent.actor_fc_layers', 'LatentSacAgent.critic_fc_layers',
-    'WorldModel.continuation_scale')
+    'WorldModel.continuation_scale', 'WorldModel.vector_scales')
 # Model-shaping bindings added after runs existed: (their value in a run saved
 # before them, what of the value shapes the model).
 _ADDED_MODEL_BINDINGS = {
     'WorldModel.continuation_scale': (0.0, lambda scale: scale > 0),  # a head or none
+    # Not the variables' shapes but what they mean: a model trained on raw metres.
+    'WorldModel.vector_scales': (None, lambda scales: {
+        k: [float(x) for x in v] for k, v in (scales or {}).items()}),
 }
 
 
@@ -232,6 +238,9 @@ def check_resume(root_dir):
   if any(name == 'WorldModel.continuation_scale' for name, _, _ in changed):
     hint += ('gin/driving.gin trains a continuation head since 2026-12-01 (issue 23); runs '
              'before that have none. ')
+  if any(name == 'WorldModel.vector_scales' for name, _, _ in changed):
+    hint += ('gin/driving.gin scales the state and route inputs to unit size since '
+             '2026-12-07 (issue 57); runs before that took them raw, in metres. ')
   fix = ' '.join(setting_values.shell_word(f'--gin_param={name} = {old!r}')
                  for name, old, _ in changed)
   raise SettingError(
@@ -310,6 +319,18 @@ def check_train_eval(settings, experiment):
         'the posterior mean or a posterior sample).')
 
   _check_acting_policies(latent_sac_agent)
+
+
+def check_image_precision():
+  """WorldModel.image_precision: one of precision.CHOICES."""
+  requested = bound_value('WorldModel', 'image_precision', world_model.WorldModel)
+  if requested not in precision.CHOICES:
+    raise SettingError(
+        f'WorldModel.image_precision={_describe(requested)}: use one of '
+        f"{', '.join(repr(c) for c in precision.CHOICES)} ('auto': bf16 convs only where "
+        "measured faster on this machine). mixed_float16 / 'fp16' would need loss scaling, "
+        'which the world model does not do.')
+  return requested
 
 
 def _check_acting_policies(latent_sac_agent):

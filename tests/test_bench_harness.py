@@ -362,7 +362,8 @@ def test_each_cpu_kind_keeps_its_own_document_and_the_index_lists_every_kind(tmp
           'amd-epyc-avx512-bf16': ('2026-11-29 23:03 UTC', ['avx2', 'avx512f', 'avx512_bf16'],
                                    0.5)}
   for kind, (date, flags, step_s) in runs.items():
-    info = dict(common.machine(), date=date, cpu_flags=flags)
+    # The machine described, not read off the host (the heading names its CPU).
+    info = dict(common.machine(), cpu='AMD EPYC', date=date, cpu_flags=flags)
     line = _line('train_step_s_d32', 'Training step', 'train_d32', value=step_s, x_floor=1.5,
                  machine={'cpu': 'AMD EPYC', 'cpu_flags': flags, 'onednn': True})
     report.write(str(kinds / f'{kind}.md'), [line], info, 'python -m bench', 100.0)
@@ -386,3 +387,25 @@ def test_each_cpu_kind_keeps_its_own_document_and_the_index_lists_every_kind(tmp
   assert hardware.cpu_kind({'cpu': 'Intel(R) Xeon(R) Platinum 8481C CPU @ 2.70GHz',
                             'flags': ['avx2', 'avx512f', 'amx_bf16']}) == (
                                 'intel-xeon-platinum-8481c-avx512-bf16')
+
+
+def test_the_peer_ratio_is_the_median_of_per_round_ratios_with_its_spread():
+  from bench import peer_slac  # pylint: disable=g-import-not-at-top
+  # A peer that swings 2x between rounds: the ratio of medians (2.1 / 1.0) and the median
+  # of the per-round ratios differ; the per-round form pairs the rounds that ran together.
+  peer = [1.6, 3.4, 1.6, 3.2, 2.0, 1.7, 3.5, 1.8, 3.0, 2.2]
+  ours = [1.0, 1.0, 0.8, 1.6, 1.0, 0.85, 1.4, 0.9, 1.5, 1.1]
+  summary = peer_slac.ratio_summary(peer, ours)
+  assert summary['ratio_per_round'] == [1.6, 3.4, 2.0, 2.0, 2.0, 2.0, 2.5, 2.0, 2.0, 2.0]
+  assert summary['value'] == 2.0 and summary['min_x'] == 1.6 and summary['max_x'] == 3.4
+  assert summary['n'] == 10
+  with pytest.raises(ValueError):
+    peer_slac.ratio_summary(peer, ours[:-1])
+
+
+def test_the_peer_comparison_refuses_fewer_than_ten_rounds_unless_quick():
+  from bench import peer_slac  # pylint: disable=g-import-not-at-top
+  assert peer_slac.parse_args([]).rounds >= 10
+  assert peer_slac.parse_args(['--quick']).rounds == 2
+  with pytest.raises(SystemExit):
+    peer_slac.parse_args(['--rounds', '6'])

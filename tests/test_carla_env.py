@@ -571,3 +571,26 @@ def test_the_route_points_ahead_are_in_the_ego_frame():
   turned = carla_route.route_vector('follow_lane', ahead[:1], [5.0, 0.0], 90.0)
   np.testing.assert_allclose(turned[4:6], [0.0, -5.0], atol=1e-6)
   assert len(carla_route.ROUTE_NAMES) == carla_route.ROUTE_SIZE
+
+
+@pytest.mark.parametrize('turn_deg, command', [(90.0, 'right'), (-90.0, 'left'),
+                                                (0.0, 'straight')])
+def test_the_junction_command_holds_from_before_the_junction_until_its_exit(turn_deg, command):
+  """A route through a junction that turns by turn_deg: the command is the turn from
+  command_distance before the entry until the exit (it read 'straight' for the last quarter
+  of a right turn before), and 'follow_lane' after the exit."""
+  spacing = 2.0
+  before, inside, after = 30, 12, 20  # waypoints
+  yaws = np.concatenate([np.zeros(before), np.linspace(0.0, turn_deg, inside + 2)[1:-1],
+                         np.full(after, turn_deg)])
+  in_junction = np.concatenate([np.zeros(before, bool), np.ones(inside, bool),
+                                np.zeros(after, bool)])
+  arcs = spacing * np.arange(len(yaws))
+  entry, exit_ = arcs[before], arcs[before + inside]
+  seen = {}
+  for arc_now in np.arange(0.0, arcs[-1], 0.5):
+    expected = command if entry - 20.0 <= arc_now < exit_ else 'follow_lane'
+    got = carla_route.junction_command(arcs, yaws, in_junction, arc_now, command_distance=20.0)
+    assert got == expected, (arc_now, got, expected)
+    seen[got] = seen.get(got, 0) + 1
+  assert set(seen) == {command, 'follow_lane'}

@@ -9,6 +9,7 @@ points are 0.5 m up: a vehicle drops and lands before its wheels grip.
 """
 import sys
 
+import gin
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -30,6 +31,7 @@ from planet_tfa.environments.carla import reward as carla_reward
 from planet_tfa.environments.carla import route as carla_route
 from planet_tfa.environments.carla import settings as carla_settings
 from planet_tfa.environments.carla import specs as carla_specs
+from planet_tfa.programs import gin_files
 from planet_tfa.replay import observers
 
 THROTTLE, BRAKE = np.array([1.0, 0.0], np.float32), np.array([-1.0, 0.0], np.float32)
@@ -627,4 +629,118 @@ def test_autopilot_episodes_reach_the_replay_with_the_controls_it_applied(server
   with pytest.raises(Exception, match="expert='autopilot'.*has none.*expert='controller'"):
     autopilot_expert.autopilot_envs(tf_py_environment.TFPyEnvironment(
         counting_env.CountingEnv()))
+  env.close()
+
+
+# ------------------------------- faithful expert data, routes that hold (issue 57) ---
+
+
+def carla_sac_episode_settings():
+  """CarlaEpisode and CarlaAutopilot as gin/carla_sac.gin sets them."""
+  gin.clear_config()
+  gin_files.parse(['carla_sac.gin'])
+  try:
+    return carla_settings.EpisodeSettings(), carla_settings.AutopilotSettings()
+  finally:
+    gin.clear_config()
+
+
+def test_the_autopilots_full_brake_reaches_the_replay_as_applied_under_carla_sac_gin(server):
+  """The TM brakes up to 1.0; the recorded action must send the same brake back.
+  (Limits of 0.5 recorded -1 for it, which sends 0.5: half the braking applied.)"""
+  episode, _ = carla_sac_episode_settings()
+  limits = dict(steer_limit=episode.steer_limit, brake_limit=episode.brake_limit)
+  env = make_env(episode=dict(max_steps=60, **limits), autopilot=dict(speed=2.0))
+  env.reset()
+  for _ in range(25):  # the agent drives up to ~10 m/s
+    env.step(THROTTLE)
+  env.set_autopilot(True)  # the TM, wanting 2 m/s, brakes hard
+  brakes = []
+  for _ in range(3):
+    env.step(THROTTLE)
+    control = hero(server).control
+    applied = env.applied_action()
+    _, brake, _ = carla_specs.action_to_control(applied, **limits)
+    brakes.append((control.brake, brake))
+  assert brakes[0][0] == pytest.approx(1.0)  # the double's TM did brake fully
+  for applied_brake, recorded_brake in brakes:
+    assert recorded_brake == pytest.approx(applied_brake, abs=1e-6), brakes
+  env.close()
+
+
+def test_the_autopilot_hands_over_to_perturbed_controls_and_takes_back(server):
+  """DART-style exploration: for perturb_steps steps the ego receives the TM's last action
+  plus an offset (the recorded action is the one applied), then the TM drives again."""
+  steps = 3
+  env = make_env(episode=dict(max_steps=60), autopilot=dict(
+      speed=6.0, perturb_probability=1.0, perturb_steps=steps, perturb_std=0.4))
+  env.set_autopilot(True)
+  env.reset()
+  for step in range(steps):
+    env.step(BRAKE)
+    state, applied = hero(server), env.applied_action()
+    assert env.get_info()['expert_perturbed']
+    control = carla_specs.action_to_control(applied)
+    assert (state.control.throttle, state.control.brake, state.control.steer) == pytest.approx(
+        control, abs=1e-6)  # the ego got exactly the recorded action
+    if step < steps - 1:
+      assert state.autopilot_port is None  # handed over to the perturbation
+  assert not np.allclose(applied, [0.0, 0.0])  # an offset was applied
+  state = hero(server)
+  assert state.driven and state.autopilot_port is not None and len(state.path)  # took back
+  env.close()
+  # Off by default: the TM drives every step.
+  env = make_env(episode=dict(max_steps=60), autopilot=dict(speed=6.0))
+  env.set_autopilot(True)
+  env.reset()
+  for _ in range(10):
+    env.step(BRAKE)
+    assert not env.get_info()['expert_perturbed'] and hero(server).driven
+  env.close()
+
+
+def test_a_replan_under_the_autopilot_sends_the_new_route_from_its_start(server, monkeypatch):
+  """The old segment index cut the new route's path short by as many waypoints as the ego
+  had passed (after ~100 m: to nothing), so the TM drove on from a point far ahead or kept
+  the abandoned plan."""
+  monkeypatch.setattr(carla_double, 'SPAWN_POINTS', [(0, 20.0)])  # x = -100 m
+  env = make_env(episode=dict(max_steps=200), autopilot=dict(speed=8.0))
+  env.set_autopilot(True)
+  env.reset()
+  for _ in range(75):  # ~50 m along the approach
+    env.step(BRAKE)
+  assert env._route_segment > 15  # pylint: disable=protected-access
+  state = hero(server)
+  ego_xy = np.array(state.xy)
+  lane = env._map.get_waypoint(carla_double.Location(*ego_xy))  # pylint: disable=protected-access
+  assert env._replan_from(lane, ego_xy)  # pylint: disable=protected-access
+  path = hero(server).path
+  assert len(path) > 10
+  # The path starts where the new route starts (at the ego), not ~100 m further on.
+  assert np.linalg.norm(path[0] - ego_xy) < 5.0, (path[0], ego_xy)
+  env.close()
+
+
+def test_waiting_behind_a_car_is_neither_stuck_nor_penalised(server):
+  """A stopped car 9 m ahead: braking there is waiting (no step cost, no 'stuck'); the
+  same stop on an empty road still ends 'stuck' with the step cost paid."""
+  world = carla_double.Client('localhost', 2000).get_world()
+  parked = world.spawn_actor(world.get_blueprint_library().find('vehicle.audi.a2'),
+                             carla_double.Transform(carla_double.Location(-11.0, 1.75, 0.5)))
+  settings = dict(reward=dict(step_cost=0.1, stuck_penalty=20.0),
+                  episode=dict(stuck_steps=3, stuck_speed=0.5, max_steps=10,
+                               terminal_reasons=('collision', 'off_road', 'stuck')))
+  env = make_env(**settings)
+  time_step, costs = env.reset(), []
+  while not time_step.is_last():
+    time_step = env.step(BRAKE)
+    costs.append(env.get_info()['reward_terms']['step_cost'])
+    assert env.get_info()['blocked']
+  assert env.get_info()['reason'] == carla_reward.TIME_LIMIT and set(costs) == {0.0}
+  env.close()
+  parked.destroy()
+  env = make_env(**settings)
+  drive(env, BRAKE)
+  assert env.get_info()['reason'] == carla_reward.STUCK
+  assert env.get_info()['reward_terms']['step_cost'] == pytest.approx(-0.1)
   env.close()

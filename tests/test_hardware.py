@@ -1,4 +1,4 @@
-"""The CPU path: oneDNN on unless the user chose, bf16 only with bf16 units, same numbers either way."""
+"""The CPU path: oneDNN on unless the user chose, the CPU described per kind, same numbers either way."""
 import json
 import os
 import subprocess
@@ -20,36 +20,22 @@ def test_prefer_onednn_sets_the_default_and_keeps_the_users_choice():
   assert not hardware.prefer_onednn(environ) and environ[hardware.ONEDNN_ENV] == '0'
 
 
-@pytest.mark.parametrize('flags, gpu, expected', [
-    ('fpu sse avx avx2 fma', False, 'float32'),                              # Zen 3
-    ('fpu avx2 avx512f avx512bw', False, 'float32'),                         # AVX-512, no bf16
-    ('fpu avx2 avx512f avx512_bf16', False, 'mixed_bfloat16'),               # Zen 4
-    ('fpu avx2 avx512f amx_bf16 amx_tile', False, 'mixed_bfloat16'),         # Sapphire Rapids
-    ('fpu avx2', True, 'mixed_bfloat16'),                                    # any CPU + GPU
-])
-def test_auto_precision_follows_the_hardware(tmp_path, flags, gpu, expected):
+def test_cpu_info_reads_the_model_and_the_flags_of_interest(tmp_path):
+  flags = 'fpu avx2 avx512f avx512bw avx512_bf16'
   cpuinfo = tmp_path / 'cpuinfo'
   cpuinfo.write_text(f'processor\t: 0\nmodel name\t: Test CPU\nflags\t\t: {flags}\n\n'
                      f'processor\t: 1\nmodel name\t: Test CPU\nflags\t\t: {flags}\n')
   info = hardware.cpu_info(str(cpuinfo))
-  assert info['cpu'] == 'Test CPU'
-  assert hardware.image_precision('auto', info=info, gpu=gpu) == expected
-  # An explicit choice is never overridden.
-  assert hardware.image_precision('float32', info=info, gpu=gpu) == 'float32'
+  assert info == {'cpu': 'Test CPU', 'flags': ['avx2', 'avx512f', 'avx512_bf16']}
 
 
-@pytest.mark.parametrize('cap, expected', [
-    ({}, 'mixed_bfloat16'),
-    ({'ONEDNN_MAX_CPU_ISA': 'AVX2'}, 'float32'),              # an AVX2 CPU emulated
-    ({'ONEDNN_MAX_CPU_ISA': 'avx512_core'}, 'float32'),       # AVX-512 without bf16
-    ({'DNNL_MAX_CPU_ISA': 'AVX2'}, 'float32'),                # oneDNN's older name
-    ({'ONEDNN_MAX_CPU_ISA': 'AVX512_CORE_BF16'}, 'mixed_bfloat16'),
-    ({'ONEDNN_MAX_CPU_ISA': 'ALL'}, 'mixed_bfloat16'),
-    ({'ATEN_CPU_CAPABILITY': 'avx2'}, 'mixed_bfloat16'),      # PyTorch's cap: not TensorFlow's
+@pytest.mark.parametrize('cap', [
+    {}, {'ONEDNN_MAX_CPU_ISA': 'AVX2'}, {'ONEDNN_MAX_CPU_ISA': 'avx512_core'},
+    {'DNNL_MAX_CPU_ISA': 'AVX2'}, {'ONEDNN_MAX_CPU_ISA': 'AVX512_CORE_BF16'},
+    {'ATEN_CPU_CAPABILITY': 'avx2'},  # PyTorch's cap: not TensorFlow's
 ])
-def test_an_isa_cap_below_bf16_counts_as_no_bf16_units_and_names_its_own_kind(cap, expected):
+def test_an_isa_cap_names_its_own_kind(cap):
   bf16_cpu = {'cpu': 'AMD EPYC 9B14', 'flags': ['avx2', 'avx512f', 'avx512_bf16']}
-  assert hardware.image_precision('auto', info=bf16_cpu, gpu=False, environ=cap) == expected
   assert hardware.isa_caps(cap) == cap
   onednn_cap = cap.get('ONEDNN_MAX_CPU_ISA') or cap.get('DNNL_MAX_CPU_ISA')
   kind = hardware.cpu_kind(bf16_cpu, environ=cap)
@@ -65,6 +51,9 @@ def test_the_cpu_path_record_and_log_line_name_the_caps_in_effect(monkeypatch):
   assert record['isa_caps'] == {'ONEDNN_MAX_CPU_ISA': 'AVX2', 'MKL_ENABLE_INSTRUCTIONS': 'AVX2'}
   line = hardware.summary_line()
   assert 'ONEDNN_MAX_CPU_ISA=AVX2' in line and 'MKL_ENABLE_INSTRUCTIONS=AVX2' in line
+  threads = record['threads']
+  assert (f"threads: intra-op {threads['intra_op']}, inter-op {threads['inter_op']} of "
+          f"{threads['cores']} core(s)") in line
   monkeypatch.delenv('ONEDNN_MAX_CPU_ISA')
   monkeypatch.delenv('MKL_ENABLE_INSTRUCTIONS')
   assert hardware.describe()['isa_caps'] == {} and 'ISA' not in hardware.summary_line()
@@ -117,3 +106,17 @@ def test_onednn_is_on_by_default_and_agrees_with_the_plain_path():
   # (summation order differs), far below any learning-relevant difference.
   np.testing.assert_allclose(default['loss'], user_off['loss'], rtol=1e-4)
   np.testing.assert_allclose(default['kl'], user_off['kl'], rtol=1e-4, atol=1e-5)
+
+
+def test_thread_pools_follow_the_cores_this_process_may_use_unless_the_user_set_them():
+  # Two cores (a 2-core machine), one (a run pinned with taskset -c 0 beside another).
+  assert hardware.thread_counts({}, cores=2) == {'intra_op': 2, 'inter_op': 2, 'cores': 2,
+                                                 'set_by': 'planet_tfa'}
+  assert hardware.thread_counts({}, cores=1)['intra_op'] == 1
+  user = {hardware.INTRAOP_ENV: '1', hardware.INTEROP_ENV: '3'}
+  assert hardware.thread_counts(user, cores=2) == {'intra_op': 1, 'inter_op': 3, 'cores': 2,
+                                                   'set_by': 'environment'}
+  environ = {hardware.INTRAOP_ENV: '1'}
+  hardware.prefer_threads(environ)
+  assert environ[hardware.INTRAOP_ENV] == '1'  # the user's choice stays
+  assert environ[hardware.INTEROP_ENV] == str(len(os.sched_getaffinity(0)))

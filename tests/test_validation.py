@@ -138,6 +138,9 @@ def run_train_eval(root_dir, *args):
     ("train_eval.num_iterations='many'", ["train_eval.num_iterations='many'",
                                           'a whole number >= 0']),
     ('train_eval.batch_size=-4', ['train_eval.batch_size=-4', 'a whole number >= 1']),
+    # Was a traceback (exit 1) from inside the model's constructor.
+    ("WorldModel.image_precision='fp16'", ["WorldModel.image_precision='fp16' (str)",
+                                           "'float32', 'mixed_bfloat16', 'auto'"]),
     ("load_dmc_pixels.domain_task='no-such-task'", [
         "load_dmc_pixels.domain_task='no-such-task'", 'cartpole-swingup', 'walker-walk']),
     # gin's tokenizer fails on an unclosed bracket with a TokenError, not a ValueError.
@@ -390,9 +393,14 @@ def test_resuming_a_run_whose_model_had_other_inputs_names_the_spec_change(tmp_p
   assert 'WorldModel.continuation_scale: run 0.0, this config 1.0' in message
   assert 'trains a continuation head since' in message
   assert '"--gin_param=WorldModel.continuation_scale = 0.0"' in message
+  # The run predates the scaled vector inputs: it took them raw.
+  assert "WorldModel.vector_scales: run None, this config {'state'" in message
+  assert 'scales the state and route inputs to unit size since' in message
+  assert '"--gin_param=WorldModel.vector_scales = None"' in message
   # The same settings as the run: no error; a root without checkpoints: nothing to check.
   gin.bind_parameter('WorldModel.encoder_keys', ['camera', 'lidar'])
   gin.bind_parameter('WorldModel.continuation_scale', 0.0)
+  gin.bind_parameter('WorldModel.vector_scales', None)
   validation.check_resume(str(root))
   validation.check_resume(str(tmp_path / 'new_run'))
 
@@ -408,3 +416,10 @@ def test_a_continuation_heads_weight_may_change_on_resume_but_not_its_presence(t
   old_dmc = _fake_run_root(tmp_path / 'dmc', 'WorldModel.image_depth = 16\n')
   gin_files.parse(['dmc_cheetah_run.gin', 'dmc_cpu.gin'])
   validation.check_resume(str(old_dmc))
+
+
+def test_an_unknown_image_precision_is_a_setting_error_before_anything_starts(tmp_path):
+  gin.bind_parameter('WorldModel.image_precision', 'fp16')
+  message = start_with(tmp_path)
+  assert "WorldModel.image_precision='fp16' (str)" in message
+  assert "'float32', 'mixed_bfloat16', 'auto'" in message and 'loss scaling' in message

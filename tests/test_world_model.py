@@ -499,3 +499,44 @@ def test_bfloat16_images_share_checkpoints_and_approximate_the_fp32_loss(tmp_pat
 def test_unknown_image_precision_is_named():
   with pytest.raises(ValueError, match="image precision 'float16'.*image_precision"):
     _tiny_model(image_precision='float16')
+
+
+def test_vector_scales_put_vector_inputs_and_their_likelihood_in_scaled_units():
+  """With vector_scales the model sees, and scores, the vector divided by them: every loss
+  term equals that of the same weights without scales given the divided vector."""
+  scales = np.array([1.0, 0.25, 10.0, 25.0, 5.0], np.float32)
+  rng = np.random.default_rng(0)
+  observation = _random_observation(rng, [2, 4])
+  observation['ego'] = observation['ego'] * scales  # metres, m/s, ... of these sizes
+  divided = dict(observation, ego=observation['ego'] / scales)
+  action = rng.uniform(-1, 1, [2, 4, 2]).astype(np.float32)
+  step_type = np.array([[F, M, M, M]] * 2, np.int32)
+  reward = rng.normal(size=[2, 4]).astype(np.float32)
+  scaled_model = _tiny_model(vector_scales={'ego': scales.tolist()}, free_nats=0.0)
+  plain_model = _tiny_model(free_nats=0.0)
+
+  def terms(model, obs):
+    tf.random.set_seed(1)  # the same posterior samples
+    _, loss_terms, _ = model.loss(_experience({k: tf.constant(v) for k, v in obs.items()},
+                                              action, step_type, reward))
+    return {k: float(v) for k, v in loss_terms.items()}
+
+  scaled = terms(scaled_model, observation)
+  terms(plain_model, divided)  # builds the variables
+  for plain_variable, scaled_variable in zip(plain_model.variables, scaled_model.variables):
+    plain_variable.assign(scaled_variable)
+  plain = terms(plain_model, divided)
+  for key, value in scaled.items():
+    assert value == pytest.approx(plain[key], rel=1e-4, abs=1e-4), key
+  # Raw metres score far worse under the unit-std likelihood: what the scales remove.
+  assert terms(plain_model, observation)['ego_log_prob'] < scaled['ego_log_prob'] - 50.0
+
+
+@pytest.mark.parametrize('scales, match', [
+    ({'ego': [1.0, 2.0]}, r"vector_scales\['ego'\].*needs 5"),
+    ({'ego': [1.0, 1.0, 0.0, 1.0, 1.0]}, 'finite numbers > 0'),
+    ({'pixels': [1.0]}, "names 'pixels', which is not a vector observation"),
+])
+def test_vector_scales_that_do_not_fit_the_spec_are_named(scales, match):
+  with pytest.raises(errors.ConfigError, match=match):
+    _tiny_model(vector_scales=scales)

@@ -15,7 +15,7 @@ import tensorflow_probability as tfp
 from tf_agents.trajectories import time_step as ts
 
 from planet_tfa import errors
-from planet_tfa import hardware
+from planet_tfa import precision
 from planet_tfa import setting_values
 from planet_tfa.networks import decoders
 from planet_tfa.networks import encoders
@@ -117,11 +117,17 @@ class WorldModel(tf.Module):
       1 / image_std**2 times more against the KL and the reward, so the
       latent keeps more of the frame's detail. Adds no variables; may change
       on resume. Vector observations keep a unit std.
+    vector_scales: {key: one scale per element} for vector observations
+      (metres, m/s, ...): the encoders see, and the decoders' unit-std
+      likelihoods score, the observation divided by them, so a gap ahead
+      that drops from 50 m to 10 m moves its input by 1.6, not 40 (which
+      cost ~800 nats at unit std). None: as they are. Part of the model
+      (the SavedModel policy divides by them too); gin/driving.gin sets them.
     image_precision: 'float32', or 'mixed_bfloat16' to run the image encoders
       and decoders (96% of the FLOPs) in bf16 with fp32 variables: faster on
-      GPUs and on CPUs with AVX512_BF16 or AMX, 4-6x slower on CPUs without
-      bf16 units; 'auto' picks bf16 only where the hardware has them
-      (`hardware.image_precision`). Checkpoints are the same either way.
+      GPUs and some bf16 CPUs, 2-6x slower on others; 'auto' picks bf16 on a
+      GPU, and on a CPU only where a probe measured it faster
+      (`precision.decide`). Checkpoints are the same either way.
   """
 
   def __init__(self, observation_spec, action_spec, encoder_keys=None,
@@ -130,12 +136,14 @@ class WorldModel(tf.Module):
                continuation_terminal_weight=1.0, continuation_features='posterior',
                free_nats=3.0,
                kl_scale=1.0, kl_balance=None, image_depth=32, image_precision='float32',
-               image_std=1.0, name='world_model'):
+               image_std=1.0, vector_scales=None, name='world_model'):
     super().__init__(name=name)
     if not isinstance(observation_spec, dict):
       raise TypeError('WorldModel expects a dict observation spec, e.g. '
                       f"{{'pixels': ...}}; got {observation_spec}")
-    image_precision = encoders.check_precision(hardware.image_precision(image_precision))
+    # The learner binds the run's measured choice; other programs resolve 'auto' here.
+    image_precision = precision.decide(image_precision, depth=image_depth,
+                                       frames=precision.DEFAULT_FRAMES).precision
     self.image_precision = image_precision
     encoder_keys = sorted(observation_spec) if encoder_keys is None else list(encoder_keys)
     decoder_keys = list(encoder_keys) if decoder_keys is None else list(decoder_keys)
@@ -184,10 +192,14 @@ class WorldModel(tf.Module):
     self.free_nats = free_nats
     self.kl_scale = kl_scale
     self.kl_balance = kl_balance
+    # Vector observations in metres, m/s, ... enter the encoders and the decoders'
+    # unit-variance likelihoods divided by their scales.
+    self.vector_scales = encoders.check_vector_scales(vector_scales, observation_spec)
     self.encoder = encoders.MultiModalEncoder(
         observation_spec, encoder_keys,
         image_encoder=lambda name: encoders.ConvEncoder(
-            depth=image_depth, precision=image_precision, name=name))
+            depth=image_depth, precision=image_precision, name=name),
+        vector_scales=vector_scales)
     self.rssm = rssm if rssm is not None else rssm_lib.RSSM()
     self.decoders = {}
     for key in decoder_keys:
@@ -271,7 +283,7 @@ class WorldModel(tf.Module):
         pixel_error = tf.reduce_mean(tf.square(pred - target), [-3, -2, -1])
         terms[f'{key}_image_mse'] = masked_mean(pixel_error, mask)
       else:
-        target = tf.cast(target, tf.float32)
+        target = encoders.scale_vector(target, self.vector_scales.get(key))
         event_dims = 1
         std = 1.0
       log_prob = tfd.Independent(tfd.Normal(pred, std), event_dims).log_prob(target)

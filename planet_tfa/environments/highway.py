@@ -2,8 +2,8 @@
 
 `load_highway` returns a TF-Agents PyEnvironment whose observation and action
 specs are `carla.specs.observation_spec()` and `carla.specs.action_spec()` (imported,
-not redefined), so `gin/highway_sac.gin` trains exactly the model of
-`gin/carla_sac.gin` (both include `gin/driving.gin`) on any machine.
+not redefined), so `gin/highway_sac.gin` trains the recipe of `gin/carla_sac.gin`
+(both include `gin/driving.gin`; tests/test_driving_recipe.py names what may differ) on any machine.
 
 What each key means here (all images 64x64 uint8, forward up, right to the right):
   camera:  highway-env's own top-down rendering around the ego (offscreen

@@ -37,7 +37,7 @@ PRECISIONS = ('float32', 'mixed_bfloat16')
 def check_precision(precision):
   """The conv layers' Keras dtype policy: fp32, or bf16 compute on fp32 variables."""
   if precision not in PRECISIONS:
-    raise ValueError(
+    raise errors.ConfigError(
         f"image precision '{precision}' is not one of {PRECISIONS} or 'auto' (fix "
         'WorldModel.image_precision in gin); mixed_float16 would need loss scaling, '
         'which the world model does not do.')
@@ -142,6 +142,30 @@ def is_image_spec(spec):
   return len(spec.shape) == 3
 
 
+def check_vector_scales(vector_scales, observation_spec):
+  """{key: float32 array [N]} of `vector_scales` ({key: N positive numbers}); {} for None."""
+  checked = {}
+  for key, scales in (vector_scales or {}).items():
+    spec = observation_spec.get(key)
+    if spec is None or len(spec.shape) != 1:
+      raise errors.ConfigError(
+          f"WorldModel.vector_scales names '{key}', which is not a vector observation of this "
+          f'task (vector keys: {sorted(k for k, v in observation_spec.items() if len(v.shape) == 1)}).')
+    scales = np.asarray(scales, np.float32).reshape(-1)
+    if scales.shape != tuple(spec.shape) or not np.all(np.isfinite(scales) & (scales > 0)):
+      raise errors.ConfigError(
+          f"WorldModel.vector_scales['{key}'] = {scales.tolist()}: needs {spec.shape[0]} "
+          'finite numbers > 0, one per element (the typical size of each, in its units).')
+    checked[key] = scales
+  return checked
+
+
+def scale_vector(vector, scales):
+  """A vector observation in units of its scales (None: as it is), float32."""
+  vector = tf.cast(vector, tf.float32)
+  return vector if scales is None else vector / tf.constant(scales)
+
+
 @gin.configurable
 class MultiModalEncoder(tf.keras.layers.Layer):
   """One encoder per observation key, embeddings concatenated in key order.
@@ -152,7 +176,9 @@ class MultiModalEncoder(tf.keras.layers.Layer):
   """
 
   def __init__(self, observation_spec, keys=None, image_encoder=ConvEncoder,
-               vector_encoder=MlpEncoder, name='encoder'):
+               vector_encoder=MlpEncoder, vector_scales=None, name='encoder'):
+    """`vector_scales`: {key: per-element scales} that vector observations are divided
+    by before their encoder (check_vector_scales), so each enters at unit scale."""
     super().__init__(name=name)
     if not isinstance(observation_spec, dict):
       raise TypeError('MultiModalEncoder expects a dict observation spec; '
@@ -165,6 +191,7 @@ class MultiModalEncoder(tf.keras.layers.Layer):
           f'{sorted(observation_spec)}); fix the gin binding of the encoder keys.')
     self.keys = keys
     self.input_spec_dict = {k: observation_spec[k] for k in keys}
+    self.vector_scales = check_vector_scales(vector_scales, observation_spec)
     self._encoders = {}
     for key in keys:
       spec = observation_spec[key]
@@ -179,5 +206,7 @@ class MultiModalEncoder(tf.keras.layers.Layer):
 
   def call(self, observation):
     check_observation(observation, self.input_spec_dict)
-    embeds = [self._encoders[k](observation[k]) for k in self.keys]
+    embeds = [self._encoders[k](scale_vector(observation[k], self.vector_scales[k])
+                                if k in self.vector_scales else observation[k])
+              for k in self.keys]
     return embeds[0] if len(embeds) == 1 else tf.concat(embeds, -1)

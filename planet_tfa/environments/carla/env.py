@@ -141,6 +141,27 @@ class CarlaEnv(py_environment.PyEnvironment):
     """The action the last step applied: the Traffic Manager's under the autopilot."""
     return self._applied_action.copy()
 
+  def _perturbing(self):
+    """Whether this autopilot step is one of a perturbation (DART-style exploration).
+
+    At random (CarlaAutopilot.perturb_probability per step) the Traffic Manager
+    hands the ego over for `perturb_steps` steps to its own last action plus one
+    offset drawn with `perturb_std`, then takes back: the replay then holds the
+    offsets and near misses a perfect driver never shows, and the expert's
+    recovery from them. Those steps record the perturbed action, the one applied.
+    """
+    autopilot = self._autopilot_settings
+    if not self._perturbation_steps_left:
+      if not (autopilot.perturb_probability
+              and self._rng.random() < autopilot.perturb_probability):
+        return False
+      self._perturbation_steps_left = autopilot.perturb_steps
+      self._perturbation_base = self._applied_action.copy()
+      self._perturbation_offset = self._rng.normal(
+          0.0, autopilot.perturb_std, self._applied_action.shape).astype(np.float32)
+      self._ego.set_autopilot(False, self._tm_port)
+    return True
+
   def _engage_autopilot(self):
     autopilot = self._autopilot_settings
     self._ego.set_autopilot(True, self._tm_port)
@@ -273,6 +294,8 @@ class CarlaEnv(py_environment.PyEnvironment):
     self._slow_steps = 0
     self._previous_steer = 0.0
     self._last_observation = None
+    self._perturbation_steps_left = 0
+    self._perturbation_base = self._perturbation_offset = None
 
   def _destroy_actors(self):
     """Stops and destroys sensors first (their callbacks must not outlive them), then vehicles."""
@@ -403,12 +426,14 @@ class CarlaEnv(py_environment.PyEnvironment):
     self._route_waypoints = waypoints
     self._route_arc = np.zeros((0,))
     self._route_arc_origin = self._arc_length
+    # Before extending: the extension sends the Traffic Manager the route from this segment
+    # on, and the old segment index would cut the new route short (or send nothing).
+    self._route_segment = 0
     self._extend_route()
     start = route.project_onto_route(self._route_xy, ego_xy, 0, 25, self._route_arc)
     shift = self._arc_length - start.arc_length
     self._route_arc_origin += shift
     self._route_arc = self._route_arc + shift
-    self._route_segment = 0
     self._route_replans += 1
     return True
 
@@ -470,8 +495,11 @@ class CarlaEnv(py_environment.PyEnvironment):
   def _step(self, action):
     episode = self._episode_settings
     replans = self._route_replans
+    perturbed = False
     try:
       if self._autopilot:
+        perturbed = self._perturbing()
+      if self._autopilot and not perturbed:
         # The Traffic Manager drives; what it applied is the step's action.
         applied = []
         for _ in range(episode.action_repeat):
@@ -483,6 +511,8 @@ class CarlaEnv(py_environment.PyEnvironment):
         self._applied_action = np.mean(applied, axis=0).astype(np.float32)
         steer = float(self._applied_action[1]) * episode.steer_limit
       else:
+        if perturbed:  # the expert's last action, pushed off by the perturbation's offset
+          action = self._perturbation_base + self._perturbation_offset
         self._applied_action = np.clip(np.asarray(action, np.float32), -1.0, 1.0)
         throttle, brake, steer = specs.action_to_control(self._applied_action,
                                                          episode.steer_limit,
@@ -491,6 +521,10 @@ class CarlaEnv(py_environment.PyEnvironment):
             throttle=throttle, brake=brake, steer=steer))
         for _ in range(episode.action_repeat):
           frame = self._world.tick(self._server_settings.timeout_s)
+        if perturbed:
+          self._perturbation_steps_left -= 1
+          if not self._perturbation_steps_left:
+            self._engage_autopilot()  # the expert takes back, on the route from here
       observation, measurements = self._observe(frame)
     except errors.SIMULATOR_FAULTS as error:
       return self._restart_after_fault(error)
@@ -501,13 +535,15 @@ class CarlaEnv(py_environment.PyEnvironment):
     collided = any(f > self._first_frame for f in self._collisions.consume(frame))
     progress = measurements['arc_length'] - self._arc_length
     self._arc_length = measurements['arc_length']
+    blocked = reward.is_blocked(measurements['front_distance'],
+                                measurements['red_light_distance'], episode.wait_distance)
     terms = reward.reward_terms(progress, measurements['speed'], collided,
                                 measurements['lateral_offset'], steer, self._previous_steer,
-                                step_seconds=self._step_seconds,
+                                step_seconds=self._step_seconds, blocked=blocked,
                                 **dataclasses.asdict(self._reward_settings))
     self._previous_steer = steer
     self._slow_steps = reward.update_slow_steps(self._slow_steps, measurements['speed'],
-                                                episode.stuck_speed)
+                                                episode.stuck_speed, blocked)
     off_road = reward.is_off_road(measurements['lateral_offset'], episode.off_road_distance,
                                   measurements['on_driving_lane'])
     reason = reward.termination_reason(collided, off_road, self._slow_steps, self._step_count,
@@ -516,7 +552,8 @@ class CarlaEnv(py_environment.PyEnvironment):
     terms['replan'] = reward.replan_term(self._route_replans > replans,
                                          self._reward_settings.replan_penalty)
     self._info = {'reason': reason, 'reward_terms': terms, 'step': self._step_count,
-                  'arc_length': self._arc_length, 'route_replans': self._route_replans}
+                  'arc_length': self._arc_length, 'route_replans': self._route_replans,
+                  'blocked': blocked, 'expert_perturbed': perturbed}
     if reason is not None:
       logging.info('CARLA episode ended after %d steps: %s', self._step_count, reason)
     self._last_observation = observation
@@ -567,7 +604,11 @@ class CarlaEnv(py_environment.PyEnvironment):
     on_lane = lane is not None
 
     others_xy, others_boxes = [], []
-    for actor in self._traffic:
+    # Every vehicle in the world, not only the traffic this env spawned: a parked car or
+    # another client's car blocks the lane as much (the gap ahead, the bird's-eye).
+    for actor in self._world.get_actors().filter('vehicle.*'):
+      if actor.id == self._ego.id:
+        continue
       other = actor.get_transform()
       other_box = actor.bounding_box
       centre = other.transform(other_box.location)
@@ -583,6 +624,11 @@ class CarlaEnv(py_environment.PyEnvironment):
         value = self._light_values.get(int(lights[k].get_state()))
         if value:
           stop_lines[value].append(index.polygons[k])
+    # A red stop line in the ego's corridor is a wall, as a car ahead is.
+    red_lines = np.reshape(stop_lines.get(geometry.TRAFFIC_LIGHT_VALUES['Red'], []), (-1, 4, 2))
+    red_light_distance = route.front_vehicle_distance(
+        ego_xy, ego_yaw, red_lines.mean(axis=1),
+        max_distance=self._sensor_settings.front_max_distance)
     birdeye = geometry.render_semantic_birdeye(
         self._geometry, ego_xy, ego_yaw,
         road_polygons=self._road_quads().near(ego_xy, radius),
@@ -598,10 +644,11 @@ class CarlaEnv(py_environment.PyEnvironment):
         lidar_height=lidar_settings.height, ground_tolerance=lidar_settings.ground_tolerance,
         max_height=lidar_settings.max_obstacle_height,
         exclude_half_extent=(box.extent.x + 0.2, box.extent.y + 0.2))
+    front_distance = route.front_vehicle_distance(
+        ego_xy, ego_yaw, others_xy, max_distance=self._sensor_settings.front_max_distance)
     state = route.state_vector(
         projection.lateral_offset, route.heading_error(ego_yaw, projection.yaw_deg), speed,
-        route.front_vehicle_distance(ego_xy, ego_yaw, others_xy,
-                                     max_distance=self._sensor_settings.front_max_distance))
+        front_distance)
     command = route.junction_command(self._route_arc, self._route_yaws,
                                      self._route_in_junction, projection.arc_length,
                                      self._route_settings.command_distance)
@@ -614,5 +661,6 @@ class CarlaEnv(py_environment.PyEnvironment):
                                               projection.arc_length), ego_xy, ego_yaw))
     measurements = dict(arc_length=projection.arc_length, speed=speed,
                         lateral_offset=projection.lateral_offset,
-                        on_driving_lane=on_lane)
+                        on_driving_lane=on_lane, front_distance=front_distance,
+                        red_light_distance=red_light_distance)
     return observation, measurements

@@ -17,7 +17,8 @@ TERMINAL_REASONS = (COLLISION, OFF_ROAD)
 def reward_terms(progress_m, speed, collided, lateral_offset, steer, previous_steer,
                  target_speed=8.0, step_seconds=0.1, lane_threshold=1.0,
                  collision_penalty=50.0, lane_departure_weight=1.0, jerk_weight=0.5,
-                 overspeed_weight=1.0, step_cost=0.0, stuck_penalty=0.0, replan_penalty=0.0):
+                 overspeed_weight=1.0, step_cost=0.0, stuck_penalty=0.0, replan_penalty=0.0,
+                 blocked=False):
   """Reward components of one env step; see compute_reward.
 
   progress: metres gained along the route, capped at what target_speed covers
@@ -28,7 +29,8 @@ def reward_terms(progress_m, speed, collided, lateral_offset, steer, previous_st
   lane_departure: -weight * metres of |lateral offset| beyond lane_threshold.
   steering_jerk: -weight * |steer_t - steer_{t-1}|; smooth steering helps
     the learnt model and the passengers.
-  step_cost: -step_cost every step (standing still is not free).
+  step_cost: -step_cost every step (standing still is not free), except while
+    `blocked` (a car or a red light close ahead: waiting there is legitimate).
   (stuck_penalty and replan_penalty are added by the env: `stuck_term`,
   `replan_term`.)
   """
@@ -40,7 +42,7 @@ def reward_terms(progress_m, speed, collided, lateral_offset, steer, previous_st
       collision=-float(collision_penalty) if collided else 0.0,
       lane_departure=-lane_departure_weight * max(abs(lateral_offset) - lane_threshold, 0.0),
       steering_jerk=-jerk_weight * abs(steer - previous_steer),
-      step_cost=-float(step_cost))
+      step_cost=0.0 if blocked else -float(step_cost))
 
 
 def stuck_term(reason, stuck_penalty):
@@ -58,9 +60,20 @@ def compute_reward(*args, **kwargs):
   return float(sum(reward_terms(*args, **kwargs).values()))
 
 
-def update_slow_steps(slow_steps, speed, stuck_speed):
-  """Counts consecutive steps slower than stuck_speed (0 once moving again)."""
-  return slow_steps + 1 if speed < stuck_speed else 0
+def update_slow_steps(slow_steps, speed, stuck_speed, blocked=False):
+  """Counts consecutive steps slower than stuck_speed with nothing blocking the ego.
+
+  0 once moving again, and while `blocked`: queued behind a car or waiting at a
+  red light is not being stuck (the autopilot waits there too).
+  """
+  return slow_steps + 1 if speed < stuck_speed and not blocked else 0
+
+
+def is_blocked(front_distance, red_light_distance, wait_distance):
+  """A car or a red light's stop line within `wait_distance` metres ahead (None/0: never)."""
+  if not wait_distance:
+    return False
+  return min(front_distance, red_light_distance) <= wait_distance
 
 
 def is_off_road(lateral_offset, off_road_distance, on_driving_lane=True):

@@ -90,18 +90,31 @@ def points_along(route_xy, arc_lengths, arcs):
 
 def junction_command(arc_lengths, yaws_deg, in_junction, arc_now, command_distance=20.0,
                      turn_deg=30.0):
-  """The command of the route's next junction within `command_distance` ahead.
+  """The command of the junction the ego is in, else of the next one within `command_distance`.
 
   The turn is the route's yaw change from the waypoint before the junction to
-  the first one after it (CARLA's yaw grows clockwise: + is right); no junction
-  ahead, or one the route leaves before passing: 'follow_lane'.
+  the first one after it (CARLA's yaw grows clockwise: + is right), so the
+  command holds from `command_distance` before the junction until its exit,
+  however the ego's own heading turns on the way; after the exit (or with no
+  junction ahead, or one the route leaves before passing): 'follow_lane'.
   """
   in_junction = np.asarray(in_junction, bool)
-  ahead = np.flatnonzero(in_junction & (np.asarray(arc_lengths) >= arc_now)
-                         & (np.asarray(arc_lengths) <= arc_now + command_distance))
-  if not len(ahead):
+  arc_lengths = np.asarray(arc_lengths)
+  if not len(arc_lengths):
     return 'follow_lane'
-  entry = ahead[0]
+  # The route waypoint at or behind the ego: inside a junction, its entry lies behind.
+  here = int(np.clip(np.searchsorted(arc_lengths, arc_now, side='right') - 1, 0,
+                     len(arc_lengths) - 1))
+  if in_junction[here]:
+    entry = here
+    while entry > 0 and in_junction[entry - 1]:
+      entry -= 1
+  else:
+    ahead = np.flatnonzero(in_junction & (arc_lengths >= arc_now)
+                           & (arc_lengths <= arc_now + command_distance))
+    if not len(ahead):
+      return 'follow_lane'
+    entry = ahead[0]
   exits = np.flatnonzero(~in_junction[entry:])
   if not len(exits):
     return 'follow_lane'  # the route ends inside it: no exit to point at yet

@@ -193,6 +193,9 @@ class EpisodeSettings:
   off_road_distance: float = 3.0  # metres off the route centre
   stuck_speed: float = 0.5  # m/s
   stuck_steps: int = 100  # steps slower than stuck_speed before a 'stuck' truncation
+  # A car (centre to centre) or a red light's stop line this close ahead: the ego may wait
+  # there; those steps count neither towards 'stuck' nor pay the step cost. 0: never.
+  wait_distance: float = 12.0
   terminal_reasons: tuple = reward.TERMINAL_REASONS  # the others are truncations
   # Fractions of CARLA's steering and brake ranges that the action's [-1, 1]
   # spans (gym-carla: 0.3 and 0.375); 1.0 keeps the full ranges.
@@ -201,7 +204,7 @@ class EpisodeSettings:
 
   def __post_init__(self):
     _coerce(self, action_repeat=int, settle_ticks=int, terminal_reasons=tuple,
-            steer_limit=float, brake_limit=float)
+            steer_limit=float, brake_limit=float, wait_distance=float)
     for name in ('steer_limit', 'brake_limit'):
       if not 0.0 < getattr(self, name) <= 1.0:
         raise ValueError(f'CarlaEpisode.{name}={getattr(self, name)!r}: a fraction of '
@@ -220,8 +223,21 @@ class AutopilotSettings:
   follow_route: bool = True  # drive the planned route (TrafficManager.set_path), branches included
   lane_changes: bool = False  # TM's own lane changes leave the plan
   ignore_lights: bool = False  # with lights frozen green (CarlaWorld) this changes nothing
+  # DART-style exploration: per step, the chance that the Traffic Manager hands the ego over for
+  # `perturb_steps` steps to its last action plus an offset ~ N(0, perturb_std) (action units),
+  # then takes back; those steps are recorded as the actions applied. 0: the TM drives throughout.
+  perturb_probability: float = 0.0
+  perturb_steps: int = 5
+  perturb_std: float = 0.3
 
   def __post_init__(self):
+    _coerce(self, perturb_probability=float, perturb_steps=int, perturb_std=float)
+    if not 0.0 <= self.perturb_probability <= 1.0:
+      raise ValueError(f'CarlaAutopilot.perturb_probability={self.perturb_probability!r}: '
+                       'a probability per step in [0, 1] (0: no perturbation).')
+    if self.perturb_steps < 1 or self.perturb_std < 0:
+      raise ValueError(f'CarlaAutopilot.perturb_steps={self.perturb_steps!r} and '
+                       f'perturb_std={self.perturb_std!r}: steps >= 1 and a std >= 0.')
     if self.speed is not None:
       _coerce(self, speed=float)
       if self.speed <= 0:
