@@ -1,6 +1,7 @@
 """The documentation agrees with the code: the generated configuration reference is
 current, every user error is in the troubleshooting page, every relative link resolves."""
 import os
+import re
 
 from planet_tfa.tools import config_reference
 
@@ -57,3 +58,42 @@ def test_every_module_with_a_configurable_is_imported_by_the_reference():
   assert 'planet_tfa.agents.world_model' in declaring
   registered = {item.module for item in config_reference.configurables()}
   assert sorted(set(declaring) - registered) == []
+
+
+# ---- troubleshooting.md -----------------------------------------------------
+
+def user_error_classes():
+  """Names of the classes the package defines on errors.UserError or errors.ConfigError,
+  found in the source: `class Name(...UserError...)`, `class Name(...ConfigError...)`,
+  or a subclass of one of those."""
+  sources = []
+  for folder, _, files in os.walk(os.path.join(REPO, 'planet_tfa')):
+    sources += [_read(os.path.join(folder, name)) for name in files if name.endswith('.py')]
+  definitions = re.findall(r'^class (\w+)\(([^)]*)\):', '\n'.join(sources), re.M)
+  found = {'UserError', 'ConfigError'}
+  grew = True
+  while grew:  # subclasses of subclasses (CarlaEnvError -> CarlaConnectionError)
+    grew = False
+    for name, bases in definitions:
+      base_names = {base.strip().rsplit('.', 1)[-1] for base in bases.split(',')}
+      if name not in found and base_names & found:
+        found.add(name)
+        grew = True
+  return found
+
+
+def test_every_user_error_of_the_package_is_in_troubleshooting():
+  classes = user_error_classes()
+  assert {'SettingError', 'ObservationSpecError', 'CarlaConnectionError',
+          'ReplayEmptyError'} <= classes  # the search finds them
+  page = _read(os.path.join(GUIDE, 'troubleshooting.md'))
+  missing = sorted(name for name in classes if f'`{name}`' not in page)
+  assert not missing, (f'docs/guide/troubleshooting.md does not name {missing}: add what each '
+                       'means and its fix')
+
+
+def test_troubleshooting_gives_the_exit_codes_the_programs_use():
+  page = _read(os.path.join(GUIDE, 'troubleshooting.md'))
+  cli_source = _read(os.path.join(REPO, 'planet_tfa', 'programs', 'cli.py'))
+  assert 'exit_with(error, code=2)' in cli_source and 'exit_with(error, code=1' in cli_source
+  assert '| **2** |' in page and '| **1** |' in page
