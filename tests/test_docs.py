@@ -97,3 +97,45 @@ def test_troubleshooting_gives_the_exit_codes_the_programs_use():
   cli_source = _read(os.path.join(REPO, 'planet_tfa', 'programs', 'cli.py'))
   assert 'exit_with(error, code=2)' in cli_source and 'exit_with(error, code=1' in cli_source
   assert '| **2** |' in page and '| **1** |' in page
+
+
+# ---- relative links ---------------------------------------------------------
+
+_FENCE = re.compile(r'^(```|~~~).*?^\1', re.M | re.S)
+_INLINE_CODE = re.compile(r'`[^`\n]*`')
+_LINK = re.compile(r'!?\[[^\]]*\]\(\s*<?([^)\s>]+)>?(?:\s+"[^"]*")?\s*\)')
+
+
+def markdown_files():
+  files = [os.path.join(REPO, 'README.md')]
+  for folder, _, names in os.walk(os.path.join(REPO, 'docs')):
+    files += [os.path.join(folder, name) for name in sorted(names) if name.endswith('.md')]
+  return files
+
+
+def relative_links(text):
+  """The relative targets of the markdown links and images in `text`, anchors stripped
+  (code blocks and inline code left out: their brackets are not links)."""
+  text = _INLINE_CODE.sub('', _FENCE.sub('', text))
+  targets = []
+  for target in _LINK.findall(text):
+    if re.match(r'^[a-z][a-z0-9+.-]*:', target, re.I) or target.startswith('#'):
+      continue  # http:, https:, mailto:, or an anchor on the same page
+    targets.append(target.split('#', 1)[0])
+  return targets
+
+
+def test_the_link_finder_finds_links_and_images_and_skips_code_and_urls():
+  text = ('see [a](docs/a.md#part) and ![b](b.png) and [c](https://x.org/c) and [d](#here)\n'
+          '`[e](e.md)`\n```\n[f](f.md)\n```\n')
+  assert relative_links(text) == ['docs/a.md', 'b.png']
+
+
+def test_every_relative_link_in_the_readme_and_docs_resolves():
+  broken = []
+  for path in markdown_files():
+    for target in relative_links(_read(path)):
+      resolved = os.path.normpath(os.path.join(os.path.dirname(path), target))
+      if not os.path.exists(resolved):
+        broken.append(f'{os.path.relpath(path, REPO)}: {target}')
+  assert not broken, 'broken relative links:\n  ' + '\n  '.join(broken)
