@@ -2,8 +2,12 @@
 current, every user error is in the troubleshooting page, every relative link resolves."""
 import os
 import re
+import shlex
+
+import pytest
 
 from planet_tfa.tools import config_reference
+import test_readme  # the README's command checks, applied to the guide's commands
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GUIDE = os.path.join(REPO, 'docs', 'guide')
@@ -139,3 +143,56 @@ def test_every_relative_link_in_the_readme_and_docs_resolves():
       if not os.path.exists(resolved):
         broken.append(f'{os.path.relpath(path, REPO)}: {target}')
   assert not broken, 'broken relative links:\n  ' + '\n  '.join(broken)
+
+
+# ---- the guide's commands ---------------------------------------------------
+
+PROGRAMS = dict(test_readme.PROGRAMS, **{
+    'planet_tfa.programs.export': 'planet_tfa.programs.export'})
+
+
+def guide_commands():
+  """The project's commands in the guide's shell blocks (`python train_eval.py`, `-m planet_tfa.programs.X`)."""
+  commands = []
+  for name in sorted(os.listdir(GUIDE)):
+    if not name.endswith('.md'):
+      continue
+    for block in re.findall(r'```sh\n(.*?)```', _read(os.path.join(GUIDE, name)), re.S):
+      for line in block.splitlines():
+        line = line.split(' #', 1)[0].strip()
+        words = line.split()
+        if words[:1] == ['python'] and (words[1] in PROGRAMS or words[1:3] == ['-m', words[2]]
+                                        and words[2] in PROGRAMS):
+          commands.append(line)
+  return commands
+
+
+def test_the_guide_has_its_train_commands():
+  commands = guide_commands()
+  assert any('--gin_file=examples/gymnasium_pendulum.gin' in c for c in commands)
+  assert any('--gin_file=carla_sac.gin' in c for c in commands)
+
+
+@pytest.mark.parametrize('command', guide_commands())
+def test_each_guide_command_names_flags_and_gin_files_that_exist(command):
+  words = shlex.split(command)
+  program = words[2] if words[1] == '-m' else words[1]
+  with open(os.path.join(REPO, *PROGRAMS[program].split('.')) + '.py') as f:
+    defined = set(re.findall(r"DEFINE_\w+\(\s*'(\w+)'", f.read()))
+  for word in words[2:]:
+    word = word.strip('[]')
+    if word.startswith('--'):
+      assert word[2:].split('=', 1)[0] in defined, f'{command}: {program} has no flag {word}'
+    if word.startswith('--gin_file=') and word != '--gin_file=FILE':
+      name = word.split('=', 1)[1]
+      assert (os.path.exists(os.path.join(REPO, name))
+              or os.path.exists(os.path.join(REPO, 'gin', name))), command
+
+
+@pytest.mark.slow  # train_eval in other processes
+@pytest.mark.parametrize('command', [c for c in guide_commands()
+                                     if c.startswith('python train_eval.py')
+                                     and '--replay_server' not in c])
+def test_guide_train_commands_pass_the_settings_checks_as_written(command, tmp_path):
+  words = shlex.split(command.replace('runs/', f'{tmp_path}/'))
+  test_readme.assert_stops_at_the_settings_checks(words)
