@@ -50,6 +50,16 @@ def test_a_missing_or_changed_configurable_is_named():
   assert config_reference.differences(changed, generated) == ['changed: WorldModel']
 
 
+def test_every_binding_of_defaults_gin_is_shown_beside_its_parameter():
+  shown = {(item.selector, p.name): p.run_default
+           for item in config_reference.configurables() for p in item.parameters}
+  bindings = config_reference.defaults_gin()
+  assert len(bindings) > 50  # the parser reads the file
+  assert {key: shown.get(key) for key in bindings} == {
+      key: value for key, (value, _) in bindings.items()}
+  assert shown[('WorldModel', 'image_precision')] == "'auto'"  # differs from the code's
+
+
 def test_every_module_with_a_configurable_is_imported_by_the_reference():
   # Else its settings would be missing from the page (and from the programs' gin).
   declaring = []

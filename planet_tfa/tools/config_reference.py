@@ -14,8 +14,11 @@ import argparse
 import dataclasses
 import enum
 import inspect
+import io
+import os
 import re
 import sys
+import tokenize
 
 import gin
 
@@ -33,6 +36,7 @@ class Parameter:
   name: str
   default: str  # as shown: a Python literal, '@name' for a callable, '(required)'
   doc: str = ''  # its entry under Args: / Attributes: in the docstrings, if any
+  run_default: str = ''  # the value gin/defaults.gin binds, if it binds one
 
 
 @dataclasses.dataclass(frozen=True)
@@ -106,12 +110,54 @@ def _parameter_docs(target):
   return {name: ' '.join(part for part in parts if part) for name, parts in found.items()}
 
 
-def _parameters(target, configurable):
+_FIELD = re.compile(r'^\s+(\w+)\s*:')
+
+
+def _field_comments(target):
+  """{field: its trailing comment} of a dataclass's fields (`port: int = 2000  # ...`)."""
+  if not (inspect.isclass(target) and dataclasses.is_dataclass(target)):
+    return {}
+  try:
+    source = inspect.getsource(target)
+  except (OSError, TypeError):
+    return {}
+  lines = source.splitlines()
+  found = {}
+  for token in tokenize.generate_tokens(io.StringIO(source).readline):
+    if token.type == tokenize.COMMENT:
+      field = _FIELD.match(lines[token.start[0] - 1])
+      if field and token.start[1] > field.end():
+        found[field.group(1)] = token.string.lstrip('#').strip()
+  return found
+
+
+DEFAULTS_GIN = os.path.join(gin_files.GIN_DIR, 'defaults.gin')
+_BINDING = re.compile(r'^([\w.]+)\.(\w+)\s*=\s*(.*)$')
+
+
+def defaults_gin(path=DEFAULTS_GIN):
+  """{(selector, parameter): (value, trailing comment)} of the one-line bindings in `path`."""
+  with open(path) as f:
+    text = f.read()
+  comments = {}
+  for token in tokenize.generate_tokens(io.StringIO(text).readline):
+    if token.type == tokenize.COMMENT:
+      comments[token.start[0]] = (token.start[1], token.string.lstrip('#').strip())
+  found = {}
+  for number, line in enumerate(text.splitlines(), 1):
+    column, comment = comments.get(number, (len(line), ''))
+    binding = _BINDING.match(line[:column].strip())
+    if binding:
+      found[(binding.group(1), binding.group(2))] = (binding.group(3).strip(), comment)
+  return found
+
+
+def _parameters(target, configurable, selector, run_defaults):
   try:
     signature = inspect.signature(target)
   except (TypeError, ValueError):
     return ()
-  docs = _parameter_docs(target)
+  docs = dict(_field_comments(target), **_parameter_docs(target))
   parameters = []
   for name, parameter in signature.parameters.items():
     if name == 'self' or parameter.kind in (inspect.Parameter.VAR_POSITIONAL,
@@ -121,22 +167,25 @@ def _parameters(target, configurable):
       continue
     if configurable.denylist and name in configurable.denylist:
       continue
-    parameters.append(Parameter(name, _show_default(parameter.default), docs.get(name, '')))
+    run_default, comment = run_defaults.get((selector, name), ('', ''))
+    parameters.append(Parameter(name, _show_default(parameter.default),
+                                docs.get(name) or comment, run_default))
   return tuple(parameters)
 
 
 def configurables():
   """Every configurable of the package in gin's registry, by module then selector."""
   registry = _registry()
+  run_defaults = defaults_gin()
   found = []
   for selector, configurable in registry.items():
     module = configurable.module or ''
     if module != PACKAGE and not module.startswith(PACKAGE + '.'):
       continue
+    minimal = registry.minimal_selector(selector)
     found.append(Configurable(
-        selector=registry.minimal_selector(selector), module=module,
-        summary=_summary(configurable.wrapped),
-        parameters=_parameters(configurable.wrapped, configurable)))
+        selector=minimal, module=module, summary=_summary(configurable.wrapped),
+        parameters=_parameters(configurable.wrapped, configurable, minimal, run_defaults)))
   return sorted(found, key=lambda c: (c.module, c.selector))
 
 
@@ -153,12 +202,14 @@ def render(items=None):
       f'Generated from the code by `{COMMAND}`; do not edit by hand. '
       'tests/test_docs.py fails when this page and the code disagree.',
       '',
-      'Every gin configurable of planet_tfa with each parameter and its default. Bind one in a '
-      "gin file (`WorldModel.image_depth = 16`) or on the command line "
-      "(`--gin_param='WorldModel.image_depth=16'`); `gin/defaults.gin` sets the defaults a run "
-      'starts from and says why, the task files in `gin/` override them. Parameters shown '
-      '`(required)` are passed by the code, not bound in gin. A misspelled name stops the run '
-      'at start ([troubleshooting.md](troubleshooting.md)).',
+      'Every gin configurable of planet_tfa with each parameter, its default in the code and '
+      'the value `gin/defaults.gin` binds: every task file in `gin/` includes defaults.gin, '
+      'so that value is what a run starts from, and the task files override some of it. '
+      "Bind a parameter in a gin file (`WorldModel.image_depth = 16`) or on the command line "
+      "(`--gin_param='WorldModel.image_depth=16'`). Parameters shown `(required)` are passed "
+      'by the code, not bound in gin. What each does: its docstring, else its comment in '
+      'defaults.gin. A misspelled name stops the run at start '
+      '([troubleshooting.md](troubleshooting.md)).',
       '',
       '| configurable | module | what it is |',
       '|---|---|---|',
@@ -169,8 +220,9 @@ def render(items=None):
   for item in items:
     lines += ['', f'{SECTION_PREFIX}{item.selector}`', '', f'`{item.module}`: {item.summary}', '']
     if item.parameters:
-      lines += ['| parameter | default | what it does |', '|---|---|---|']
-      lines += [f'| `{p.name}` | `{_cell(p.default)}` | {_cell(p.doc)} |'
+      lines += ['| parameter | default | defaults.gin | what it does |', '|---|---|---|---|']
+      lines += [f'| `{p.name}` | `{_cell(p.default)}` | '
+                f'{f"`{_cell(p.run_default)}`" if p.run_default else ""} | {_cell(p.doc)} |'
                 for p in item.parameters]
     else:
       lines.append('No parameters.')
