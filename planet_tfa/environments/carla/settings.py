@@ -195,7 +195,7 @@ class EpisodeSettings:
   stuck_steps: int = 100  # steps slower than stuck_speed before a 'stuck' truncation
   # A car (centre to centre) or a red light's stop line this close ahead: the ego may wait
   # there; those steps count neither towards 'stuck' nor pay the step cost. 0: never.
-  wait_distance: float = 12.0
+  wait_distance: float = 12.0  # m: a car or red light this close ahead: waiting, not stuck
   terminal_reasons: tuple = reward.TERMINAL_REASONS  # the others are truncations
   # Fractions of CARLA's steering and brake ranges that the action's [-1, 1]
   # spans (gym-carla: 0.3 and 0.375); 1.0 keeps the full ranges.
@@ -226,9 +226,9 @@ class AutopilotSettings:
   # DART-style exploration: per step, the chance that the Traffic Manager hands the ego over for
   # `perturb_steps` steps to its last action plus an offset ~ N(0, perturb_std) (action units),
   # then takes back; those steps are recorded as the actions applied. 0: the TM drives throughout.
-  perturb_probability: float = 0.0
-  perturb_steps: int = 5
-  perturb_std: float = 0.3
+  perturb_probability: float = 0.0  # per step: the chance of a hand-over (0: never)
+  perturb_steps: int = 5  # agent steps each hand-over lasts
+  perturb_std: float = 0.3  # std of the offset added to the TM's last action (action units)
 
   def __post_init__(self):
     _coerce(self, perturb_probability=float, perturb_steps=int, perturb_std=float)

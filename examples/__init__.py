@@ -1,0 +1,1 @@
+"""Worked examples of the user guide (docs/guide/)."""
