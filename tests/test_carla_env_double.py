@@ -744,3 +744,28 @@ def test_waiting_behind_a_car_is_neither_stuck_nor_penalised(server):
   assert env.get_info()['reason'] == carla_reward.STUCK
   assert env.get_info()['reward_terms']['step_cost'] == pytest.approx(-0.1)
   env.close()
+
+
+def test_waiting_at_a_red_light_is_neither_stuck_nor_penalised(server, monkeypatch):
+  """The stop line lies ~11 m ahead (x = 96): red, the ego may wait there; green, the same
+  stop is being stuck."""
+  monkeypatch.setattr(carla_double, 'SPAWN_POINTS', [(0, 205.0)])  # x = 85 m
+  settings = dict(world=dict(freeze_traffic_lights=False),
+                  reward=dict(step_cost=0.1, stuck_penalty=20.0),
+                  episode=dict(stuck_steps=3, stuck_speed=0.5, max_steps=8,
+                               terminal_reasons=('collision', 'off_road', 'stuck')))
+  light = carla_double.Client('localhost', 2000).get_world().get_actors().filter(
+      'traffic.traffic_light*')
+  handle = next(iter(light))
+  for state, blocked in (('Red', True), ('Green', False)):
+    env = make_env(**settings)
+    time_step = env.reset()
+    handle.set_state(getattr(carla_double.TrafficLightState, state))
+    handle.freeze(True)
+    while not time_step.is_last():
+      time_step = env.step(BRAKE)
+      assert env.get_info()['blocked'] == blocked, state
+    reason = env.get_info()['reason']
+    assert reason == (carla_reward.TIME_LIMIT if blocked else carla_reward.STUCK), (state, reason)
+    env.close()
+    handle.freeze(False)
