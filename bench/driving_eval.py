@@ -90,7 +90,8 @@ class ExpertPolicy:
     from planet_tfa.agents import expert_policy  # pylint: disable=g-import-not-at-top
     self._policy = expert_policy.ExpertDrivingPolicy(
         ts.time_step_spec(tensor_spec.from_spec(env.observation_spec())),
-        tensor_spec.from_spec(env.action_spec()), target_speed=target_speed, noise_std=0.0)
+        tensor_spec.from_spec(env.action_spec()), target_speed=target_speed, noise_std=0.0,
+        control_ranges=expert_policy.env_control_ranges(env))
 
   def reset(self):
     pass
@@ -185,7 +186,7 @@ def plot_curve(roots, baseline_paths, png):
     if name == 'constant':
       name = f'constant throttle {baseline["throttle"]:g}, no steering'
     if name == 'expert':
-      route = any('k_route' in p for p in baseline.get('gin_params', []))
+      route = any('k_route' in p for p in baseline.get('gin_params', []))  # k_route(_m)
       name = (f'expert controller at {baseline["expert_speed"]:g} m/s'
               + (' with the route' if route else ''))
     name += f', {100 * baseline["crash_rate"]:.0f} % crashes' if 'crash_rate' in baseline else ''

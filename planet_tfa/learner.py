@@ -441,8 +441,9 @@ def _setup(root_dir, experiment, s, train_env, eval_env, remote, collects):
       experiment_lib.make_episode_observer(experiment, replay.client, train_env.batch_size),
       random_collect=s['world_model_only'], eval_observers=[eval_video.observer],
       eval_stochastic_policy=agent.collect_policy if s['eval_stochastic'] else None,
-      expert_policy=(expert_policy.ExpertDrivingPolicy(train_env.time_step_spec(),
-                                                       train_env.action_spec())
+      expert_policy=(expert_policy.ExpertDrivingPolicy(
+          train_env.time_step_spec(), train_env.action_spec(),
+          control_ranges=expert_policy.env_control_ranges(train_env))
                      if uses_expert and s['expert'] == 'controller' else None),
       autopilot_expert=(autopilot_expert.AutopilotExpert(train_env)
                         if uses_expert and s['expert'] == 'autopilot' else None))

@@ -769,3 +769,12 @@ def test_waiting_at_a_red_light_is_neither_stuck_nor_penalised(server, monkeypat
     assert reason == (carla_reward.TIME_LIMIT if blocked else carla_reward.STUCK), (state, reason)
     env.close()
     handle.freeze(False)
+
+
+def test_carlas_control_ranges_follow_its_limits_and_vehicle_physics(server):
+  env = make_env(episode=dict(steer_limit=0.5, brake_limit=0.5, max_steer_deg=70.0,
+                              full_throttle_mps2=4.0, full_brake_mps2=8.0))
+  ranges = env.control_ranges()
+  assert ranges.steer_rad == pytest.approx(np.radians(70.0) * 0.5)
+  assert (ranges.accel_mps2, ranges.decel_mps2) == (4.0, pytest.approx(4.0))
+  env.close()

@@ -457,3 +457,34 @@ def test_camera_is_turned_with_the_egos_heading():
   turned = highway.heading_up_frame(frame, np.pi / 2)
   row = turned[side // 2 - 3:side // 2 + 3].mean(axis=(0, 2))
   assert row[:side // 2 - 5].mean() > 100 and row[side // 2 + 5:].mean() < 20
+
+
+def test_the_experts_gains_are_physical_so_each_env_limit_turns_the_wheels_the_same():
+  """The same gains give the same wheel angle and acceleration under any steer and brake
+  limits: the action scales by the env's control ranges (in action units, a steer limit of 0.5
+  halved every wheel angle)."""
+  from tf_agents.environments import tf_py_environment  # pylint: disable=g-import-not-at-top
+  from planet_tfa.agents import expert_policy  # pylint: disable=g-import-not-at-top
+  state = np.array([[0.5, 0.05, 8.0, 50.0]], np.float32)  # 0.5 m right, 8 m/s, road clear
+  angles, pedals = {}, {}
+  for limit in (0.5, 1.0):
+    env = highway.load_highway('racetrack', seed=0, steer_limit=limit, brake_limit=limit,
+                               config={'other_vehicles': 0})
+    try:
+      ranges = env.control_ranges()
+      tf_env = tf_py_environment.TFPyEnvironment(env)
+      assert expert_policy.env_control_ranges(tf_env) == ranges
+      policy = expert_policy.ExpertDrivingPolicy(
+          tf_env.time_step_spec(), tf_env.action_spec(), target_speed=7.0, noise_std=0.0,
+          control_ranges=ranges)
+      pedal, steer = policy.controls(state).numpy()[0]
+    finally:
+      env.close()
+    assert ranges.steer_rad == pytest.approx(np.pi / 4 * limit)  # highway-env's +-45 degrees
+    assert ranges.decel_mps2 == pytest.approx(5.0 * limit) and ranges.accel_mps2 == 5.0
+    angles[limit], pedals[limit] = steer * ranges.steer_rad, pedal * ranges.decel_mps2
+  # -(0.24 * 0.5 + 1.2 * 0.05) rad at the wheels (the defaults), -1.5 * 1 m/s^2 of braking.
+  assert angles[0.5] == pytest.approx(angles[1.0], rel=1e-5)
+  assert angles[0.5] == pytest.approx(-(0.24 * 0.5 + 1.2 * 0.05), rel=1e-5)
+  assert pedals[0.5] == pytest.approx(pedals[1.0], rel=1e-5)
+  assert pedals[0.5] == pytest.approx(-1.5, rel=1e-5)

@@ -326,6 +326,14 @@ class HighwayDrivingEnv(py_environment.PyEnvironment):
   def action_spec(self):
     return carla_specs.action_spec()
 
+  def control_ranges(self):
+    """What the action's [-1, 1] does physically here (carla.specs.ControlRanges), limits included."""
+    action_type = self._sim.action_type
+    return carla_specs.ControlRanges(
+        steer_rad=float(action_type.steering_range[1]) * float(self._limits[1]),
+        accel_mps2=float(action_type.acceleration_range[1]),
+        decel_mps2=-float(action_type.acceleration_range[0]) * self._brake_limit)
+
   def get_info(self):
     """reason (None until the episode ends), distance_m, speed_mps, crashed, on_road."""
     return dict(self._info)

@@ -116,6 +116,13 @@ class CarlaEnv(py_environment.PyEnvironment):
   def action_spec(self):
     return self._action_spec
 
+  def control_ranges(self):
+    """What the action's [-1, 1] does physically here (specs.ControlRanges), limits included."""
+    episode = self._episode_settings
+    return specs.ControlRanges(steer_rad=math.radians(episode.max_steer_deg) * episode.steer_limit,
+                               accel_mps2=episode.full_throttle_mps2,
+                               decel_mps2=episode.full_brake_mps2 * episode.brake_limit)
+
   def get_info(self):
     """{'reason': None | 'collision' | ..., reward terms, ...}; after a fault also 'cut_short'."""
     return dict(self._info)

@@ -201,10 +201,17 @@ class EpisodeSettings:
   # spans (gym-carla: 0.3 and 0.375); 1.0 keeps the full ranges.
   steer_limit: float = 1.0
   brake_limit: float = 1.0
+  # The ego's physics at full controls, for controllers in physical units (specs.ControlRanges).
+  # Approximations for vehicle.tesla.model3 (CARLA's front-wheel max_steer_angle is 70 degrees);
+  # not measured here: no CARLA server runs on these machines.
+  max_steer_deg: float = 70.0  # road-wheel angle at steer 1.0
+  full_throttle_mps2: float = 4.0  # acceleration at throttle 1.0
+  full_brake_mps2: float = 8.0  # deceleration at brake 1.0
 
   def __post_init__(self):
     _coerce(self, action_repeat=int, settle_ticks=int, terminal_reasons=tuple,
-            steer_limit=float, brake_limit=float, wait_distance=float)
+            steer_limit=float, brake_limit=float, wait_distance=float, max_steer_deg=float,
+            full_throttle_mps2=float, full_brake_mps2=float)
     for name in ('steer_limit', 'brake_limit'):
       if not 0.0 < getattr(self, name) <= 1.0:
         raise ValueError(f'CarlaEpisode.{name}={getattr(self, name)!r}: a fraction of '

@@ -14,6 +14,7 @@ Observations are a dict of three uint8 images and a small float state:
 The embedded highway-env task (environments/highway.py) shares these specs.
 """
 import collections
+import dataclasses
 
 import gin
 import numpy as np
@@ -62,3 +63,25 @@ def control_to_action(throttle, brake, steer, steer_limit=1.0, brake_limit=1.0):
   acceleration = float(throttle) if throttle > 0.0 else -float(brake) / brake_limit
   return np.clip(np.array([acceleration, float(steer) / steer_limit]), -1.0, 1.0).astype(
       np.float32)
+
+
+@dataclasses.dataclass(frozen=True)
+class ControlRanges:
+  """What an action of magnitude 1 does physically, under the env's steer and brake limits.
+
+  A controller that thinks in physical units (a wheel angle, an acceleration)
+  divides by these to get the action, so the same gains turn the wheels by the
+  same angle whatever each environment's action range and limits are.
+  """
+  steer_rad: float  # road-wheel angle at steering +-1
+  accel_mps2: float  # acceleration at full throttle (+1)
+  decel_mps2: float  # deceleration at full brake (-1)
+
+  def __post_init__(self):
+    for name in ('steer_rad', 'accel_mps2', 'decel_mps2'):
+      if not getattr(self, name) > 0:
+        raise ValueError(f'ControlRanges.{name}={getattr(self, name)!r}: must be > 0.')
+
+
+# highway-env 1.11's ContinuousAction at full range: +-45 degrees of steering, +-5 m/s^2.
+HIGHWAY_ENV_RANGES = ControlRanges(steer_rad=0.7853981633974483, accel_mps2=5.0, decel_mps2=5.0)
