@@ -24,7 +24,7 @@ baselines' mean returns (JSON lines written by --out) as horizontal lines.
   python -m bench.driving_eval --suite=heldout --policy=runs/mix/policies/greedy_policy
 
 runs the held-out suite (HELDOUT_SUITE: scenarios never in gin/driving_mix.gin's
-training mix) on the task of --gin_file (default there: driving_mix.gin), each
+training mix; --suite=train: the mix's own scenarios one by one) on the task of --gin_file (default there: driving_mix.gin), each
 scenario for the policy and for the route expert on the same episode seeds
 (--seed, --seed + 1, ...), and prints one JSON line per scenario: `scenario`,
 `return_mean`, `crash_rate`, `route_completion`, `commanded_exit_rate` (junctions:
@@ -54,8 +54,9 @@ flags.DEFINE_multi_string('curve_root', [], 'Plot these run roots\' eval returns
                           'driving (LABEL=ROOT or ROOT).')
 flags.DEFINE_multi_string('baseline', [], 'driving_eval JSON files drawn as horizontal lines.')
 flags.DEFINE_string('png', 'driving_curve.png', 'Where --curve_root writes its plot.')
-flags.DEFINE_enum('suite', None, ['heldout'], 'Run a suite of scenarios (one JSON line each) '
-                  'for --policy and the route expert, instead of one task.')
+flags.DEFINE_enum('suite', None, ['heldout', 'train'], 'Run a suite of scenarios (one JSON '
+                  'line each) for --policy and the route expert, instead of one task: '
+                  "'heldout' (never trained on) or 'train' (driving_mix.gin's, one by one).")
 flags.DEFINE_multi_string('suite_scenario', [], 'Only these scenarios of the suite.')
 FLAGS = flags.FLAGS
 
@@ -94,7 +95,16 @@ HELDOUT_SUITE = (
     ('roundabout', [_ONE_SCENARIO, "load_highway.scenario = 'roundabout'",
                     'load_highway.episode_seconds = 30.0', 'load_highway.config = None']),
 )
-SUITES = {'heldout': HELDOUT_SUITE}
+# The training mix's scenarios one by one (gin/driving_mix.gin), for the same table.
+TRAIN_SUITE = (
+    ('racetrack', [_ONE_SCENARIO, "load_highway.scenario = 'racetrack'",
+                   "load_highway.config = {'other_vehicles': 1}"]),
+    ('intersection', [_ONE_SCENARIO, "load_highway.scenario = 'intersection'",
+                      'load_highway.episode_seconds = 30.0',
+                      "load_highway.config = {'initial_vehicle_count': 2, "
+                      "'spawn_probability': 0.0}"]),
+)
+SUITES = {'heldout': HELDOUT_SUITE, 'train': TRAIN_SUITE}
 
 
 class RandomPolicy:
