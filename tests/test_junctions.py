@@ -201,6 +201,12 @@ def test_a_mix_draws_each_episodes_scenario_and_seed_from_its_own_seed():
              for label, command, _ in drawn)
 
 
+def test_a_mix_of_scenarios_with_other_specs_is_refused_naming_it():
+  with pytest.raises(ValueError, match="scenario 'small' has other specs than 'racetrack'"):
+    highway.load_highway(scenario_mix=['racetrack', {'scenario': 'racetrack', 'label': 'small',
+                                                     'image_size': 32}])
+
+
 @pytest.mark.parametrize('scenario_mix, named', [
     (['racetrack', 'nope'], "'nope'"),
     ([{'scenario': 'intersection', 'destinations': ['up']}], "destinations=['up']"),

@@ -23,6 +23,8 @@ class ScenarioMixEnv(py_environment.PyEnvironment):
     for env, label in zip(envs[1:], labels[1:]):
       if (env.observation_spec() != first.observation_spec()
           or env.action_spec() != first.action_spec()):
+        for built in envs:
+          built.close()
         raise ValueError(f'scenario {label!r} has other specs than {labels[0]!r}: one agent '
                          'drives every scenario of a mix, so their observations and actions '
                          'must match (same image_size).')
