@@ -20,9 +20,20 @@ line (and writes it to --out): every episode, then the means and rates.
 
 plots the run's eval returns over wall time (ROOT/eval_returns.csv) with the
 baselines' mean returns (JSON lines written by --out) as horizontal lines.
+
+  python -m bench.driving_eval --suite=heldout --policy=runs/mix/policies/greedy_policy
+
+runs the held-out suite (HELDOUT_SUITE: scenarios never in gin/driving_mix.gin's
+training mix; --suite=train: the mix's own scenarios one by one) on the task of --gin_file (default there: driving_mix.gin), each
+scenario for the policy and for the route expert on the same episode seeds
+(--seed, --seed + 1, ...), and prints one JSON line per scenario: `scenario`,
+`return_mean`, `crash_rate`, `route_completion`, `commanded_exit_rate` (junctions:
+the episodes that took the planned exit; None elsewhere) and the expert's same
+figures (`expert_return_mean`, ...).
 """
 import json
 import sys
+import time
 
 from absl import app
 from absl import flags
@@ -43,6 +54,10 @@ flags.DEFINE_multi_string('curve_root', [], 'Plot these run roots\' eval returns
                           'driving (LABEL=ROOT or ROOT).')
 flags.DEFINE_multi_string('baseline', [], 'driving_eval JSON files drawn as horizontal lines.')
 flags.DEFINE_string('png', 'driving_curve.png', 'Where --curve_root writes its plot.')
+flags.DEFINE_enum('suite', None, ['heldout', 'train'], 'Run a suite of scenarios (one JSON '
+                  'line each) for --policy and the route expert, instead of one task: '
+                  "'heldout' (never trained on) or 'train' (driving_mix.gin's, one by one).")
+flags.DEFINE_multi_string('suite_scenario', [], 'Only these scenarios of the suite.')
 FLAGS = flags.FLAGS
 
 
@@ -53,6 +68,43 @@ def parse_args(argv):
 
 CRASH_REASONS = ('collision', 'off_road')
 STEP_SECONDS = 0.2  # highway-env's policy period in the driving gin files (5 Hz)
+SUITE_GIN_FILES = ['driving_mix.gin']
+SUITE_SEED = 101
+SUITE_EXPERT_SPEED = 10.0
+
+# Held-out scenarios: (label, gin bindings over the task's). None of them is in
+# gin/driving_mix.gin's training mix (racetrack with 1 car; the intersection from
+# the south with 1-2 cars): other tracks, more traffic, the intersection from the
+# east (the major road) and the roundabout (a junction layout never trained on).
+_ONE_SCENARIO = 'load_highway.scenario_mix = None'
+HELDOUT_SUITE = (
+    ('racetrack-oval', [_ONE_SCENARIO, "load_highway.scenario = 'racetrack-oval'",
+                        "load_highway.config = {'other_vehicles': 1}"]),
+    ('racetrack-large', [_ONE_SCENARIO, "load_highway.scenario = 'racetrack-large'",
+                         "load_highway.config = {'other_vehicles': 1}"]),
+    ('racetrack-3-cars', [_ONE_SCENARIO, "load_highway.scenario = 'racetrack'",
+                          "load_highway.config = {'other_vehicles': 3}"]),
+    ('intersection-traffic', [_ONE_SCENARIO, "load_highway.scenario = 'intersection'",
+                              'load_highway.episode_seconds = 30.0',
+                              "load_highway.config = {'initial_vehicle_count': 6, "
+                              "'spawn_probability': 0.2}"]),
+    ('intersection-east', [_ONE_SCENARIO, "load_highway.scenario = 'intersection'",
+                           'load_highway.episode_seconds = 30.0',
+                           "load_highway.config = {'ego_arm': 1, 'initial_vehicle_count': 2, "
+                           "'spawn_probability': 0.0}"]),
+    ('roundabout', [_ONE_SCENARIO, "load_highway.scenario = 'roundabout'",
+                    'load_highway.episode_seconds = 30.0', 'load_highway.config = None']),
+)
+# The training mix's scenarios one by one (gin/driving_mix.gin), for the same table.
+TRAIN_SUITE = (
+    ('racetrack', [_ONE_SCENARIO, "load_highway.scenario = 'racetrack'",
+                   "load_highway.config = {'other_vehicles': 1}"]),
+    ('intersection', [_ONE_SCENARIO, "load_highway.scenario = 'intersection'",
+                      'load_highway.episode_seconds = 30.0',
+                      "load_highway.config = {'initial_vehicle_count': 2, "
+                      "'spawn_probability': 0.0}"]),
+)
+SUITES = {'heldout': HELDOUT_SUITE, 'train': TRAIN_SUITE}
 
 
 class RandomPolicy:
@@ -132,10 +184,16 @@ class SavedPolicy:
     return step.action.numpy()[0]
 
 
-def run_episodes(env, policy, episodes):
-  """Runs whole episodes; returns one dict per episode from the env's info."""
+def run_episodes(env, policy, episodes, seeds=None):
+  """Runs whole episodes; returns one dict per episode from the env's info.
+
+  `seeds`: one per episode, each episode starting from its own (env.reseed), so
+  two policies meet the same episodes; None: the env's own seed sequence.
+  """
   results = []
-  for _ in range(episodes):
+  for episode in range(episodes):
+    if seeds is not None:
+      env.reseed(seeds[episode])
     policy.reset()
     time_step = env.reset()
     total, steps = 0.0, 0
@@ -144,8 +202,12 @@ def run_episodes(env, policy, episodes):
       total += float(time_step.reward)
       steps += 1
     info = env.get_info()
-    results.append({'return': round(total, 3), 'steps': steps, 'reason': info['reason'],
-                    'distance_m': round(float(info['distance_m']), 1)})
+    result = {'return': round(total, 3), 'steps': steps, 'reason': info['reason'],
+              'distance_m': round(float(info['distance_m']), 1)}
+    for key in ('scenario', 'route_completion', 'junction_command', 'exit'):
+      if info.get(key) is not None:
+        result[key] = (round(info[key], 3) if isinstance(info[key], float) else info[key])
+    results.append(result)
   return results
 
 
@@ -163,7 +225,78 @@ def summarize(results):
       'time_limit_rate': round(float(np.mean([r == 'time_limit' for r in reasons])), 3),
       'distance_m_mean': round(float(np.mean([r['distance_m'] for r in results])), 1),
       'steps_mean': round(float(np.mean([r['steps'] for r in results])), 1),
+      'off_route_rate': round(float(np.mean([r == 'off_route' for r in reasons])), 3),
+      'route_completion': _mean_of(results, 'route_completion'),
+      'commanded_exit_rate': _commanded_exit_rate(results),
   }
+
+
+def _mean_of(results, key):
+  values = [r[key] for r in results if r.get(key) is not None]
+  return round(float(np.mean(values)), 3) if values else None
+
+
+def _commanded_exit_rate(results):
+  """Of the episodes with a junction on the route, the share that took its planned exit."""
+  at_junctions = [r for r in results if r.get('junction_command')]
+  if not at_junctions:
+    return None
+  return round(float(np.mean([r.get('exit') == 'commanded' for r in at_junctions])), 3)
+
+
+def exits_by_command(results):
+  """{command: [episodes that took the planned exit, episodes]} at junctions."""
+  counts = {}
+  for r in results:
+    if r.get('junction_command'):
+      taken = counts.setdefault(r['junction_command'], [0, 0])
+      taken[0] += r.get('exit') == 'commanded'
+      taken[1] += 1
+  return counts
+
+
+def run_suite(suite, gin_paths, gin_params, policy_name, episodes, seed, expert_speed,
+              scenarios=()):
+  """Yields one summary dict per scenario of the suite: the policy and the expert side by side."""
+  import gin  # pylint: disable=g-import-not-at-top
+  saved = None if policy_name in ('random', 'constant', 'expert') else SavedPolicy(policy_name)
+  cases = [c for c in SUITES[suite] if not scenarios or c[0] in scenarios]
+  if scenarios and len(cases) != len(set(scenarios)):
+    known = [c[0] for c in SUITES[suite]]
+    raise ValueError(f'--suite_scenario={list(scenarios)}: the {suite} suite has {known}')
+  seeds = [seed + k for k in range(episodes)]
+  for label, case_params in cases:
+    gin.clear_config()
+    env, _ = common.configured_eval_env(gin_paths, list(gin_params) + case_params, seed)
+    try:
+      start = time.time()
+      expert = ExpertPolicy(env, expert_speed)
+      if saved is not None:
+        policy = saved
+      elif policy_name == 'expert':
+        policy = expert
+      elif policy_name == 'random':
+        policy = RandomPolicy(env.action_spec(), seed)
+      else:
+        policy = ConstantPolicy(FLAGS.throttle)
+      agent = run_episodes(env, policy, episodes, seeds)
+      agent_s = time.time() - start
+      reference = agent if policy is expert else run_episodes(env, expert, episodes, seeds)
+    finally:
+      env.close()
+    mine, theirs = summarize(agent), summarize(reference)
+    yield {'name': 'driving_eval', 'suite': suite, 'scenario': label, 'policy': policy_name,
+           'episodes': episodes, 'seeds': [seeds[0], seeds[-1]], **mine,
+           'exits_by_command': exits_by_command(agent),
+           **{f'expert_{k}': theirs[k] for k in ('return_mean', 'return_std', 'crash_rate',
+                                                   'off_route_rate', 'route_completion',
+                                                   'commanded_exit_rate', 'speed_mps_mean')},
+           'expert_speed': expert_speed,
+           'return_ratio': (round(mine['return_mean'] / theirs['return_mean'], 3)
+                            if theirs['return_mean'] > 0 else None),
+           'gin_files': list(gin_paths), 'gin_params': list(gin_params) + case_params,
+           'policy_wall_s': round(agent_s, 1), 'wall_s': round(time.time() - start, 1),
+           'per_episode': agent}
 
 
 def plot_curve(roots, baseline_paths, png):
@@ -205,6 +338,22 @@ def main(argv):
   del argv
   if FLAGS.curve_root:
     print(plot_curve(FLAGS.curve_root, FLAGS.baseline, FLAGS.png))
+    return 0
+  if FLAGS.suite:
+    # The suite's task is the training mix's (its settings: steering range, reward, expert).
+    gin_paths = SUITE_GIN_FILES if FLAGS['gin_file'].using_default_value else FLAGS.gin_file
+    expert_speed = (SUITE_EXPERT_SPEED if FLAGS['expert_speed'].using_default_value
+                    else FLAGS.expert_speed)
+    seed = SUITE_SEED if FLAGS.seed is None else FLAGS.seed
+    lines = []
+    for summary in run_suite(FLAGS.suite, gin_paths, FLAGS.gin_param, FLAGS.policy,
+                             FLAGS.episodes, seed, expert_speed, FLAGS.suite_scenario):
+      line = json.dumps(summary)
+      print(line, flush=True)
+      lines.append(line)
+    if FLAGS.out:
+      with open(FLAGS.out, 'w') as f:
+        f.write(''.join(l + '\n' for l in lines))
     return 0
   env, seed = common.configured_eval_env(FLAGS.gin_file, FLAGS.gin_param, FLAGS.seed)
   if FLAGS.policy == 'random':

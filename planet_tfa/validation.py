@@ -407,3 +407,15 @@ def _check_env_bindings():
       highway.scenario_id(scenario)
     except highway.HighwayEnvError as error:
       raise SettingError(f'load_highway.scenario={scenario!r}: {error}') from None
+  bound, scenario_mix = _bound('load_highway.scenario_mix')
+  if bound and scenario_mix is not None:
+    try:
+      highway.mix_entries(scenario_mix)
+    except highway.HighwayEnvError as error:
+      raise SettingError(str(error)) from None
+  bound, destinations = _bound('load_highway.destinations')
+  if bound:
+    try:
+      highway.check_destinations(destinations)
+    except highway.HighwayEnvError as error:
+      raise SettingError(str(error)) from None

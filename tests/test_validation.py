@@ -248,6 +248,8 @@ def test_checking_the_root_dir_leaves_its_parent_as_it_was(tmp_path):
     ('load_dmc_pixels.action_repeat', 0, 'load_dmc_pixels.action_repeat=0 (int)'),
     ('load_dmc_pixels.action_repeat', 2.5, 'load_dmc_pixels.action_repeat=2.5 (float)'),
     ('load_highway.scenario', 'nope', "load_highway.scenario='nope'"),
+    ('load_highway.scenario_mix', ['racetrack', 'nope'],
+     "load_highway.scenario_mix entry {'scenario': 'nope'}: unknown highway-env scenario"),
 ])
 def test_env_bindings_are_checked_before_any_env(tmp_path, binding, value, expected):
   gin.bind_parameter(binding, value)

@@ -26,6 +26,12 @@ units and are converted with the env's ranges.)
 `k_route_m = 0` and `max_lateral_accel = None` (the defaults) drive on `state`
 alone.
 
+At junctions nothing changes in the law: where a task plans a route
+(CARLA; highway-env's intersection and roundabout), `state` measures the
+offset and heading against the planned route and the route's points lie on
+the planned branch, so the same feedback and feedforward take the planned
+turn, and `front_distance` slows it behind a car in its corridor.
+
 both clipped to the action bounds, plus Gaussian noise of `noise_std` times
 each bound's half-range on collect (so warm-up data covers the actions near
 the expert's, not only the expert's). Its baselines on the highway-env

@@ -20,20 +20,33 @@ What each key means here (all images 64x64 uint8, forward up, right to the right
            along each ray up to its hit (what a real lidar sees of the road
            surface), channel 2 an intensity that falls with distance.
   birdeye: `carla.geometry.render_semantic_birdeye` of highway-env's road network
-           (channel 0: lane surfaces at ROAD_VALUE; highway-env has no planned
-           route, so ROUTE_VALUE never appears), the other vehicles' boxes
+           (channel 0: lane surfaces at ROAD_VALUE, the planned route's lanes
+           at ROUTE_VALUE on the routed scenarios), the other vehicles' boxes
            (channel 1) and the ego's box (channel 2); same geometry as CARLA
            (0.5 m/px, 24 m ahead, 8 m behind). Decode-only target.
-  state:   carla.specs.STATE_NAMES: [lateral offset from the centre of the ego's
-           current lane (m, + right), heading error to that lane (rad), speed
-           (m/s), distance to the nearest vehicle centre ahead within 2 m of
-           the ego's axis (m, capped at 50, `carla.route.front_vehicle_distance`)].
-           CARLA measures offset and heading against its planned route; here
-           the ego's current lane is the route.
-  route:   carla.route.ROUTE_NAMES, as CARLA's: the command (always
-           follow_lane: highway-env's roads have no junctions to choose at)
-           and the ego lane's centre 5, 10, 15 and 20 m ahead (following the
-           lanes that continue it) in the ego frame (m forward, m right).
+  state:   carla.specs.STATE_NAMES: [lateral offset from the route (m, + right),
+           heading error to it (rad), speed (m/s), distance to the nearest
+           vehicle centre ahead within 2 m of the ego's axis (m, capped at 50,
+           `carla.route.front_vehicle_distance`)]. The route is the planned
+           one on the routed scenarios (below), as in CARLA; elsewhere the
+           ego's current lane.
+  route:   carla.route.ROUTE_NAMES, as CARLA's: the command and the route's
+           centre 5, 10, 15 and 20 m ahead in the ego frame (m forward, m
+           right). Tracks and highways have no junctions: follow_lane, and the
+           ego lane's centre ahead (following the lanes that continue it).
+
+Routed scenarios ('intersection', 'roundabout', 'merge'; highway_scenarios.py):
+each episode draws its destination (a turn in `destinations`, from the seeded
+stream) and plans the route along highway-env's lanes to it
+(highway_routes.py). The command is the junction's turn read as CARLA reads it
+(`carla.route.junction_command`: the route's yaw change across the junction,
++ right) from `command_distance` before the junction until the route leaves
+it, follow_lane elsewhere; the route points lie on the planned lanes (the
+branch the route takes, not the lane the ego happens to be nearest). The
+reward's speed is the progress along the route (m/s). Farther than
+`off_route_m` from the route and on none of its roads (a wrong exit) ends the
+episode as 'off_route' (terminal, the crash penalty, as CARLA's off-road);
+reaching the route's end is 'route_complete' (a truncation: the road goes on).
 
 Why not highway-env's `OccupancyGrid` observation for the mask: it marks one
 cell per vehicle centre and only lane *centre lines* as road, and it took
@@ -64,13 +77,21 @@ Reward (`reward_shape`):
 Episode ends: gymnasium `terminated` (a crash, leaving the road) -> a
 terminal step (discount 0); `truncated` (the `episode_seconds` time limit) ->
 a truncation (discount 1), so the critic bootstraps through the time limit.
-`get_info()` says why (`reason`: collision / off_road / terminal / time_limit)
-and how far the ego drove (`distance_m`, its odometer over the episode).
+`get_info()` says why (`reason`: collision / off_road / off_route / terminal /
+time_limit / route_complete), how far the ego drove (`distance_m`, its
+odometer), `route_completion` (the share of the planned route driven; on a
+track, of what the target speed covers in the time limit), and at a junction
+its `junction_command` and `exit` ('commanded': past the junction on the
+planned exit; 'wrong': left the route there; None: not past it).
+
+`scenario_mix` makes one environment of several scenarios, one drawn per
+episode (scenario_mix.py), so one agent trains on all of them.
 
 Headless rendering: highway-env draws with pygame; with `SDL_VIDEODRIVER=dummy`
 pygame silently renders all-black frames, so the loader drops that setting
 (with a warning) and renders offscreen, and a black first frame is an error.
 """
+import inspect
 import logging
 import math
 import os
@@ -86,6 +107,8 @@ from planet_tfa.environments.carla import geometry as carla_geometry
 from planet_tfa.environments.carla import reward as carla_reward
 from planet_tfa.environments.carla import route as carla_route
 from planet_tfa.environments.carla import specs as carla_specs
+from planet_tfa.environments import highway_routes
+from planet_tfa.environments import scenario_mix as scenario_mix_lib
 
 HIGHWAY_ENV_VERSION = '1.11'
 INSTALL_HINT = "pip install -e '.[highway]'   (installs highway-env==%s)" % HIGHWAY_ENV_VERSION
@@ -105,13 +128,45 @@ SCENARIOS = {
     # lanes and no crash. highway-env ticks it at 1 Hz; 5 Hz suits continuous steering.
     'highway-fast': ('highway-fast-v0', {'offroad_terminal': True, 'policy_frequency': 5}),
     'highway': ('highway-v0', {'offroad_terminal': True, 'policy_frequency': 5}),
+    # Scenarios with a planned route (highway_scenarios.py): a destination
+    # drawn per episode from `destinations`, the command, state and route
+    # points from the route, and an end when the ego leaves it or reaches its end.
+    # A 4-way junction, the ego entering from the south (config {'ego_arm': 1}:
+    # from the east, the major road); traffic: 'initial_vehicle_count' cars
+    # (highway-env: 10), and a new one each step with 'spawn_probability' (0.6).
+    'intersection': ('planet_tfa-intersection-v0',
+                     {'policy_frequency': 5, 'initial_vehicle_count': 3,
+                      'spawn_probability': 0.1}),
+    # A two-lane roundabout with 4 cars, the ego entering from the south.
+    'roundabout': ('planet_tfa-roundabout-v0', {'policy_frequency': 5}),
+    # A two-lane road that a ramp joins, 4 cars; the route is the ego's lane to the road's end.
+    'merge': ('planet_tfa-merge-v0', {'policy_frequency': 5}),
 }
+
+# The routed scenarios' classes (highway_scenarios.py), imported by gymnasium
+# when one is made: that module imports highway-env, an optional extra.
+ROUTED_ENTRY_POINTS = {
+    'planet_tfa-intersection-v0':
+        'planet_tfa.environments.highway_scenarios:RoutedIntersection',
+    'planet_tfa-roundabout-v0': 'planet_tfa.environments.highway_scenarios:RoutedRoundabout',
+    'planet_tfa-merge-v0': 'planet_tfa.environments.highway_scenarios:RoutedMerge',
+}
+DESTINATIONS = ('left', 'right', 'straight')
 
 REWARD_SHAPES = ('lane_speed', 'track_speed')
 COLLISION = carla_reward.COLLISION
 OFF_ROAD = carla_reward.OFF_ROAD
 TIME_LIMIT = carla_reward.TIME_LIMIT
 OTHER_TERMINAL = 'terminal'  # a scenario's own end (e.g. reaching an exit)
+OFF_ROUTE = 'off_route'  # left the planned route (a wrong exit): terminal, as off_road
+ROUTE_COMPLETE = 'route_complete'  # reached the route's end: a truncation (the road goes on)
+# Junction outcomes in get_info()['exit'].
+COMMANDED_EXIT = 'commanded'
+WRONG_EXIT = 'wrong'
+# The route ends this far before its last lane does (the ego is 5 m long).
+_ROUTE_END_MARGIN_M = 10.0
+# Past the junction's last point by this much, the ego has taken its exit.
+_EXIT_TAKEN_M = 5.0
 
 # Lidar points are drawn by carla.geometry.lidar_to_birdeye, which sorts them by
 # height above the ground below a sensor this high (CarlaEnv's defaults).
@@ -133,6 +188,9 @@ def import_highway_env():
     raise ImportError(
         'load_highway needs highway-env %s (and gymnasium), which is not installed. '
         'Install it with: %s' % (HIGHWAY_ENV_VERSION, INSTALL_HINT)) from error
+  for env_id, entry_point in ROUTED_ENTRY_POINTS.items():
+    if env_id not in gymnasium.registry:
+      gymnasium.register(id=env_id, entry_point=entry_point)
   return gymnasium
 
 
@@ -270,7 +328,10 @@ class HighwayDrivingEnv(py_environment.PyEnvironment):
                target_speed=10.0, max_speed=20.0, render_pixels=128, scaling=2.5,
                meters_per_pixel=0.5, lidar_range=32.0, lidar_cells=180, config=None,
                reward_shape='lane_speed', speed_weight=1.0, lane_weight=0.5, step_cost=0.1,
-               crash_penalty=20.0, steer_limit=1.0, brake_limit=1.0, heading_up=True):
+               crash_penalty=20.0, steer_limit=1.0, brake_limit=1.0, heading_up=True,
+               destinations=DESTINATIONS, off_route_m=highway_routes.DEFAULT_OFF_ROUTE_M,
+               command_distance=20.0):
+    check_destinations(destinations)
     if reward_shape not in REWARD_SHAPES:
       raise HighwayEnvError(f'load_highway.reward_shape={reward_shape!r}: use one of '
                             f'{REWARD_SHAPES}.')
@@ -314,11 +375,33 @@ class HighwayDrivingEnv(py_environment.PyEnvironment):
     self._geometry = carla_geometry.birdeye_geometry(image_size, meters_per_pixel)
     self._view_radius = birdeye_view_radius(self._geometry)
     self._target_speed = target_speed
-    self._seed = seed
+    self._episode_seconds = float(episode_seconds)
+    self._step_seconds = 1.0 / float(self._sim.config['policy_frequency'])
+    self._destinations = tuple(destinations)
+    self._off_route_m = float(off_route_m)
+    self._command_distance = float(command_distance)
+    # Planned-route scenarios (highway_scenarios.py) say which road nodes the route takes.
+    self._routed = hasattr(self._sim, 'planned_route_nodes')
+    self.reseed(seed)
     self._road_quads = np.zeros((0, 4, 2))
+    self._route_quads = np.zeros((0, 4, 2))
+    self._route = None
+    self._projection = None  # the ego on the route (carla.route.RouteProjection)
+    self._route_start_arc = 0.0
+    self._exit = None
     self._info = {}
     self._odometer = 0.0
     self._last_position = None
+
+  def reseed(self, seed):
+    """The next reset seeds highway-env and the destination draws with `seed` (None: random)."""
+    self._seed = seed
+    self._destination_rng = np.random.default_rng(seed)
+
+  @property
+  def routed(self):
+    """Whether the scenario has a planned route with a destination (else: the lane ahead)."""
+    return self._routed
 
   def observation_spec(self):
     return carla_specs.observation_spec(self._image_size)
@@ -335,7 +418,8 @@ class HighwayDrivingEnv(py_environment.PyEnvironment):
         decel_mps2=-float(action_type.acceleration_range[0]) * self._brake_limit)
 
   def get_info(self):
-    """reason (None until the episode ends), distance_m, speed_mps, crashed, on_road."""
+    """reason (None until the episode ends), distance_m, speed_mps, crashed, on_road,
+    route_completion, junction_command and exit (module doc)."""
     return dict(self._info)
 
   def render(self, mode='rgb_array'):
@@ -351,7 +435,11 @@ class HighwayDrivingEnv(py_environment.PyEnvironment):
 
   def _reset(self):
     # The first reset seeds highway-env's RNG; later ones continue its sequence.
-    lidar, _ = self._env.reset(seed=self._seed)
+    options = None
+    if self._routed:
+      turn = self._destinations[self._destination_rng.integers(len(self._destinations))]
+      options = {'config': {'destination_turn': turn}}
+    lidar, _ = self._env.reset(seed=self._seed, options=options)
     self._seed = None
     road = self._sim.road
     lanes = [lane for by_to in road.network.graph.values() for lane_list in by_to.values()
@@ -359,6 +447,9 @@ class HighwayDrivingEnv(py_environment.PyEnvironment):
     self._road_quads = lane_quads(lanes)  # the road is static within an episode
     self._odometer = 0.0
     self._last_position = np.array(self._sim.vehicle.position, np.float64)
+    self._exit = None
+    if self._routed:
+      self._plan_route()
     observation = self._observe(lidar)
     if observation['camera'].max() == 0:
       raise HighwayEnvError(
@@ -368,6 +459,33 @@ class HighwayDrivingEnv(py_environment.PyEnvironment):
           % os.environ.get('SDL_VIDEODRIVER'))
     self._info = self._make_info(None)
     return ts.restart(observation)
+
+  def _plan_route(self):
+    """The ego's planned route of this episode, from its lane to the destination."""
+    sim, vehicle = self._sim, self._sim.vehicle
+    network = sim.road.network
+    lane_indices = highway_routes.lanes_along(network, sim.planned_route_nodes(),
+                                              vehicle.lane_index[2])
+    self._route = highway_routes.PlannedRoute(network, lane_indices, sim.is_junction,
+                                              command_distance=self._command_distance)
+    self._route_quads = lane_quads([network.get_lane(index) for index in lane_indices])
+    self._projection = self._route.locate(vehicle.position)
+    self._route_start_arc = self._projection.arc_length
+
+  def _route_end_reason(self, vehicle):
+    """Off the planned route (terminal), at its end (truncation), or None; notes the exit."""
+    route, arc = self._route, self._projection.arc_length
+    if route.junction_exit is not None and arc >= route.junction_exit + _EXIT_TAKEN_M:
+      self._exit = self._exit or COMMANDED_EXIT
+    # On a road of the route (e.g. its other lane in a roundabout) is never off it.
+    if (route.distance(vehicle.position) > self._off_route_m
+        and not route.on_route_edge(vehicle.lane_index)):
+      if route.junction_entry is not None and arc >= route.junction_entry - _EXIT_TAKEN_M:
+        self._exit = self._exit or WRONG_EXIT
+      return OFF_ROUTE
+    if arc >= route.length - _ROUTE_END_MARGIN_M:
+      return ROUTE_COMPLETE
+    return None
 
   def _step(self, action):
     action = np.clip(np.asarray(action, np.float64).reshape(2), -1.0, 1.0)
@@ -380,9 +498,21 @@ class HighwayDrivingEnv(py_environment.PyEnvironment):
     position = np.array(vehicle.position, np.float64)
     self._odometer += float(np.linalg.norm(position - self._last_position))
     self._last_position = position
-    forward_speed = vehicle.speed * math.cos(self._heading_error(vehicle))
     reason = end_reason(terminated, truncated, bool(info.get('crashed', vehicle.crashed)),
                         bool(vehicle.on_road))
+    if self._routed:
+      last_arc = self._projection.arc_length
+      self._projection = self._route.locate(position)
+      # The reward's speed is the progress along the planned route.
+      forward_speed = (self._projection.arc_length - last_arc) / self._step_seconds
+      if not terminated:
+        route_reason = self._route_end_reason(vehicle)
+        if route_reason == OFF_ROUTE:
+          reason, terminated = OFF_ROUTE, True
+        elif route_reason is not None:
+          reason, truncated = route_reason, True
+    else:
+      forward_speed = vehicle.speed * math.cos(self._heading_error(vehicle))
     if self._reward_shape == 'track_speed':
       reward = self._track_speed_reward(vehicle, forward_speed, terminated)
     elif self._target_speed:
@@ -402,9 +532,8 @@ class HighwayDrivingEnv(py_environment.PyEnvironment):
     speed_weight, lane_weight, step_cost, crash_penalty = self._reward_weights
     target = self._target_speed
     speed_term = max(1.0 - abs(forward_speed - target) / target, -1.0)
-    lane = vehicle.lane
-    _, lateral = lane.local_coordinates(vehicle.position)
-    half_width = lane.width_at(0.0) / 2.0
+    lateral, _ = self._offset_and_heading_error(vehicle)
+    half_width = vehicle.lane.width_at(0.0) / 2.0
     centring = 1.0 - min(abs(lateral) / half_width, 1.0)
     moving = float(np.clip(forward_speed / target, 0.0, 1.0))
     reward = speed_weight * speed_term + lane_weight * centring * moving - step_cost
@@ -415,12 +544,36 @@ class HighwayDrivingEnv(py_environment.PyEnvironment):
   def _make_info(self, reason):
     vehicle = self._sim.vehicle
     return {'reason': reason, 'distance_m': self._odometer, 'speed_mps': float(vehicle.speed),
-            'crashed': bool(vehicle.crashed), 'on_road': bool(vehicle.on_road)}
+            'crashed': bool(vehicle.crashed), 'on_road': bool(vehicle.on_road),
+            'route_completion': self._route_completion(),
+            'junction_command': self._route.junction_command if self._routed else None,
+            'exit': self._exit}
+
+  def _route_completion(self):
+    """Fraction of the planned route driven; on a route without end (a track) the
+    route is what the target speed covers in the time limit."""
+    if self._routed:
+      total = self._route.length - _ROUTE_END_MARGIN_M - self._route_start_arc
+      done = self._projection.arc_length - self._route_start_arc
+    elif self._target_speed:
+      total, done = self._target_speed * self._episode_seconds, self._odometer
+    else:
+      return None
+    return float(np.clip(done / max(total, 1e-6), 0.0, 1.0))
 
   def _heading_error(self, vehicle):
     lane = vehicle.lane
     longitudinal, _ = lane.local_coordinates(vehicle.position)
     return float(wrap_angle(vehicle.heading - lane.heading_at(longitudinal)))
+
+  def _offset_and_heading_error(self, vehicle):
+    """(m right of, rad turned right from) the planned route, or the ego's lane without one."""
+    if self._routed:
+      heading_error = wrap_angle(vehicle.heading - math.radians(self._projection.yaw_deg))
+      return self._projection.lateral_offset, float(heading_error)
+    lane = vehicle.lane
+    longitudinal, lateral = lane.local_coordinates(vehicle.position)
+    return lateral, float(wrap_angle(vehicle.heading - lane.heading_at(longitudinal)))
 
   def _observe(self, lidar_sectors):
     """lidar_sectors: highway-env's LidarObservation [cells, (distance, speed)]."""
@@ -448,20 +601,27 @@ class HighwayDrivingEnv(py_environment.PyEnvironment):
     birdeye = carla_geometry.render_semantic_birdeye(
         self._geometry, ego_xy, ego_yaw_deg,
         road_polygons=carla_geometry.cull_polygons(self._road_quads, ego_xy, self._view_radius),
+        route_polygons=carla_geometry.cull_polygons(self._route_quads, ego_xy,
+                                                    self._view_radius),
         vehicle_polygons=[vehicle_box(v) for v in others],
         ego_polygon=vehicle_box(vehicle))
 
-    lane = vehicle.lane
-    longitudinal, lateral = lane.local_coordinates(vehicle.position)
-    heading_error = wrap_angle(vehicle.heading - lane.heading_at(longitudinal))
+    lateral, heading_error = self._offset_and_heading_error(vehicle)
     front = carla_route.front_vehicle_distance(
         ego_xy, ego_yaw_deg, [v.position for v in sim.road.vehicles if v is not vehicle])
     state = carla_route.state_vector(lateral, heading_error, vehicle.speed, front)
+    if self._routed:
+      arc = self._projection.arc_length
+      route_input = carla_route.route_vector(self._route.command(arc),
+                                             self._route.points_ahead(arc), ego_xy, ego_yaw_deg)
+    else:
+      route_input = self._lane_route_input(vehicle, ego_xy, ego_yaw_deg)
     return {'camera': camera, 'lidar': lidar, 'birdeye': birdeye, 'state': state,
-            'route': self._route_input(vehicle, longitudinal, ego_xy, ego_yaw_deg)}
+            'route': route_input}
 
-  def _route_input(self, vehicle, longitudinal, ego_xy, ego_yaw_deg):
-    """CARLA's route input: the ego's lane ahead is the route and it has no junctions."""
+  def _lane_route_input(self, vehicle, ego_xy, ego_yaw_deg):
+    """CARLA's route input without a planned route: the ego's lane ahead, no junctions."""
+    longitudinal, _ = vehicle.lane.local_coordinates(vehicle.position)
     network = self._sim.road.network
     lane_index, lane = vehicle.lane_index, vehicle.lane
     lane_start = 0.0  # arc length, from the ego's lane's start, where `lane` starts
@@ -476,18 +636,80 @@ class HighwayDrivingEnv(py_environment.PyEnvironment):
     return carla_route.route_vector('follow_lane', points, ego_xy, ego_yaw_deg)
 
 
+def check_destinations(destinations):
+  """`destinations` must be a non-empty list of DESTINATIONS."""
+  if (isinstance(destinations, str) or not destinations
+      or any(d not in DESTINATIONS for d in destinations)):
+    raise HighwayEnvError(
+        f'load_highway.destinations={destinations!r}: a non-empty list of the turns a '
+        f'routed scenario draws its destination from, each one of {DESTINATIONS}, e.g. '
+        "load_highway.destinations = ['left', 'right'].")
+
+
+# What a scenario_mix entry may set besides its scenario: load_highway's own settings.
+_MIX_ENTRY_KEYS = ('label', 'weight')
+_MIX_HINT = ("e.g. load_highway.scenario_mix = ['racetrack', {'scenario': 'intersection', "
+             "'destinations': ['left', 'right'], 'weight': 2.0}]")
+
+
+def mix_entries(scenario_mix):
+  """load_highway.scenario_mix -> [dict(scenario=, label=, weight=, **settings)], checked.
+
+  An entry is a scenario name or a dict with 'scenario' and any of load_highway's
+  settings (its 'config' replaces the shared one), a 'label' (default: the
+  scenario) and a 'weight' (default 1: how often it is drawn, relative to the others).
+  """
+  if isinstance(scenario_mix, str) or not isinstance(scenario_mix, (list, tuple)) \
+      or not scenario_mix:
+    raise HighwayEnvError(f'load_highway.scenario_mix={scenario_mix!r}: a non-empty list of '
+                          f'scenarios, {_MIX_HINT}.')
+  settings = set(_LOADER_SETTINGS)
+  entries = []
+  for entry in scenario_mix:
+    entry = {'scenario': entry} if isinstance(entry, str) else entry
+    if not isinstance(entry, dict) or 'scenario' not in entry:
+      raise HighwayEnvError(f'load_highway.scenario_mix entry {entry!r} names no scenario: '
+                            f'{_MIX_HINT}.')
+    entry = dict(entry)
+    unknown = set(entry) - settings - set(_MIX_ENTRY_KEYS) - {'scenario'}
+    if unknown:
+      raise HighwayEnvError(
+          f'load_highway.scenario_mix entry {entry!r}: unknown key(s) {sorted(unknown)}; an '
+          f'entry takes scenario, label, weight and load_highway\'s settings '
+          f'({", ".join(sorted(settings))}).')
+    try:
+      scenario_id(entry['scenario'])
+    except HighwayEnvError as error:
+      raise HighwayEnvError(f'load_highway.scenario_mix entry {entry!r}: {error}') from None
+    if 'destinations' in entry:
+      check_destinations(entry['destinations'])
+    weight = entry.setdefault('weight', 1.0)
+    if not isinstance(weight, (int, float)) or weight <= 0:
+      raise HighwayEnvError(f'load_highway.scenario_mix entry {entry!r}: weight must be a '
+                            'number > 0.')
+    entry.setdefault('label', entry['scenario'])
+    entries.append(entry)
+  labels = [e['label'] for e in entries]
+  if len(set(labels)) != len(labels):
+    raise HighwayEnvError(f'load_highway.scenario_mix labels {labels} repeat: give entries of '
+                          "the same scenario a 'label' each.")
+  return entries
+
+
 @gin.configurable
 def load_highway(scenario='racetrack', seed=None, image_size=64, episode_seconds=40.0,
                  target_speed=10.0, max_speed=20.0, render_pixels=128, scaling=2.5,
                  meters_per_pixel=0.5, lidar_range=32.0, lidar_cells=180, config=None,
                  reward_shape='lane_speed', speed_weight=1.0, lane_weight=0.5, step_cost=0.1,
-                 crash_penalty=20.0, steer_limit=1.0, brake_limit=1.0, heading_up=True):
+                 crash_penalty=20.0, steer_limit=1.0, brake_limit=1.0, heading_up=True,
+                 destinations=DESTINATIONS, off_route_m=highway_routes.DEFAULT_OFF_ROUTE_M,
+                 command_distance=20.0, scenario_mix=None):
   """A highway-env driving scenario with CarlaEnv's observation layout (module doc).
 
   Args:
     scenario: one of SCENARIOS ('racetrack', 'racetrack-oval', 'racetrack-large',
-      'highway-fast', 'highway').
-    seed: seeds highway-env's first reset (None: random).
+      'highway-fast', 'highway', 'intersection', 'roundabout', 'merge').
+    seed: seeds highway-env's first reset and the destination draws (None: random).
     image_size: side of every image key (the model's decoders need 64).
     episode_seconds: time limit (simulated seconds); reaching it truncates.
     target_speed: m/s; the scenario's reward is multiplied by
@@ -499,19 +721,43 @@ def load_highway(scenario='racetrack', seed=None, image_size=64, episode_seconds
     meters_per_pixel: lidar and bird's-eye scale (CarlaEnv's 0.5: 32 m x 32 m).
     lidar_range, lidar_cells: highway-env LidarObservation range (m) and sectors.
     config: extra highway-env config entries, applied last (e.g.
-      {'other_vehicles': 3} on the racetrack, {'vehicles_count': 30} on highways).
+      {'other_vehicles': 3} on the racetrack, {'vehicles_count': 30} on highways,
+      {'initial_vehicle_count': 2, 'spawn_probability': 0.0} or {'ego_arm': 1}
+      at the intersection).
     reward_shape, speed_weight, lane_weight, step_cost, crash_penalty: the
       reward (module doc): 'lane_speed' (original) or 'track_speed' (no safe stop).
     steer_limit, brake_limit: fractions of highway-env's steering (+-45 deg)
       and braking (-5 m/s^2) ranges that the action's [-1, 1] spans.
     heading_up: turn the camera frame so the ego's heading points up.
+    destinations: the turns ('left', 'right', 'straight') a routed scenario
+      (intersection, roundabout) draws each episode's destination from.
+    off_route_m: on a routed scenario, farther than this from the planned
+      route and on none of its roads ends the episode as 'off_route' (terminal).
+    command_distance: the route input names the junction's turn from this many
+      metres before it (CARLA's CarlaRoute.command_distance) until the ego leaves it.
+    scenario_mix: None, or a list of scenarios to draw each episode from
+      (`mix_entries`: names or dicts of a scenario and settings that replace
+      the ones above for it): one environment that drives them all
+      (scenario_mix.py); `scenario` is then unused.
   """
-  return HighwayDrivingEnv(scenario=scenario, seed=seed, image_size=image_size,
-                           episode_seconds=episode_seconds, target_speed=target_speed,
-                           max_speed=max_speed, render_pixels=render_pixels, scaling=scaling,
-                           meters_per_pixel=meters_per_pixel, lidar_range=lidar_range,
-                           lidar_cells=lidar_cells, config=config, reward_shape=reward_shape,
-                           speed_weight=speed_weight, lane_weight=lane_weight,
-                           step_cost=step_cost, crash_penalty=crash_penalty,
-                           steer_limit=steer_limit, brake_limit=brake_limit,
-                           heading_up=heading_up)
+  settings = dict(image_size=image_size, episode_seconds=episode_seconds,
+                  target_speed=target_speed, max_speed=max_speed, render_pixels=render_pixels,
+                  scaling=scaling, meters_per_pixel=meters_per_pixel, lidar_range=lidar_range,
+                  lidar_cells=lidar_cells, config=config, reward_shape=reward_shape,
+                  speed_weight=speed_weight, lane_weight=lane_weight, step_cost=step_cost,
+                  crash_penalty=crash_penalty, steer_limit=steer_limit,
+                  brake_limit=brake_limit, heading_up=heading_up, destinations=destinations,
+                  off_route_m=off_route_m, command_distance=command_distance)
+  if scenario_mix is None:
+    return HighwayDrivingEnv(scenario=scenario, seed=seed, **settings)
+  entries = mix_entries(scenario_mix)
+  envs = [HighwayDrivingEnv(**dict(settings, **{k: v for k, v in entry.items()
+                                                if k not in _MIX_ENTRY_KEYS}))
+          for entry in entries]
+  return scenario_mix_lib.ScenarioMixEnv(envs, [e['label'] for e in entries],
+                                         [e['weight'] for e in entries], seed=seed)
+
+
+# load_highway's settings that a scenario_mix entry may set.
+_LOADER_SETTINGS = tuple(name for name in inspect.signature(load_highway).parameters
+                         if name not in ('seed', 'scenario_mix', 'scenario'))
