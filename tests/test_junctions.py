@@ -28,7 +28,9 @@ pytest.importorskip('highway_env', reason="needs pip install -e '.[highway]'")
 # The training mix's steering range and the route expert's gains (gin/driving_mix.gin, driving.gin).
 MIX_ENV = dict(steer_limit=0.75, brake_limit=0.5, reward_shape='track_speed',
                episode_seconds=30.0)
-EXPERT_GAINS = dict(k_offset=0.2, k_heading=1.0, k_route=6.0, max_lateral_accel=3.0)
+# gin/driving_mix.gin's gains (physical units, turned into actions with the env's control ranges).
+EXPERT_GAINS = dict(k_offset_rad_per_m=0.118, k_heading_rad_per_rad=0.59, k_route_m=3.53,
+                    max_lateral_accel=3.0)
 QUIET = {'initial_vehicle_count': 1, 'spawn_probability': 0.0}  # the challenger only
 
 
@@ -37,7 +39,7 @@ def _expert(env, target_speed=8.0):
   time_step_spec = ts.time_step_spec(tensor_spec.from_spec(env.observation_spec()))
   return expert_policy.ExpertDrivingPolicy(
       time_step_spec, tensor_spec.from_spec(env.action_spec()), target_speed=target_speed,
-      noise_std=0.0, **EXPERT_GAINS)
+      noise_std=0.0, control_ranges=env.control_ranges(), **EXPERT_GAINS)
 
 
 def _drive(env, act, max_steps=400):

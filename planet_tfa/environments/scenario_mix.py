@@ -53,6 +53,10 @@ class ScenarioMixEnv(py_environment.PyEnvironment):
   def simulator(self):
     return self.current_env.simulator
 
+  def control_ranges(self):
+    """The current scenario's (carla.specs.ControlRanges): its steer and brake limits."""
+    return self.current_env.control_ranges()
+
   def observation_spec(self):
     return self._envs[0].observation_spec()
 
