@@ -156,7 +156,7 @@ def main():
   # Each side on the threads it gets by default here: TensorFlow's intra-op pool, and the
   # peer on as many (PyTorch's default is the cores too); both under this process's allocator.
   sides = {'ours': {'threads': tf.config.threading.get_intra_op_parallelism_threads()
-                               or len(os.sched_getaffinity(0))},
+                               or hardware.thread_counts()['intra_op']},
            'peer': {'threads': len(os.sched_getaffinity(0))}}
   allocator = hardware.describe()['allocator']  # the worker inherits LD_PRELOAD
   fns = {'peer': peer_iteration(args.peer_dir, args.peer_python, sides['peer']['threads']),

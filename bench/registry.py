@@ -121,6 +121,9 @@ BENCHMARKS = (
                     'ones, one thread, and two one-thread runs side by side',
               quick_args=('--quick',), docs='docs/performance.md',
               context=('depth', 'per_process_s')),
+    Benchmark('train_profile', 'bench.train_profile', 'Training step', in_suite=False,
+              about="the SLAC-shaped iteration's op time by op type (TensorFlow's profiler)",
+              docs='docs/performance.md', context=('iterations',)),
     Benchmark('peer_slac', 'bench.peer_slac', 'Training step', in_suite=False,
               about='our SLAC-shaped iteration against the PyTorch SLAC peer, interleaved '
                     '(skipped, saying how to install it, when the peer is not installed)',

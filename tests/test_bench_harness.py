@@ -409,3 +409,19 @@ def test_the_peer_comparison_refuses_fewer_than_ten_rounds_unless_quick():
   assert peer_slac.parse_args(['--quick']).rounds == 2
   with pytest.raises(SystemExit):
     peer_slac.parse_args(['--rounds', '6'])
+
+
+def test_the_train_profile_sums_compute_thread_op_spans_by_op_type():
+  from bench import train_profile  # pylint: disable=g-import-not-at-top
+  events = [
+      {'ph': 'M', 'name': 'thread_name', 'pid': 1, 'tid': 1, 'args': {'name': 'tf_Compute/0'}},
+      {'ph': 'M', 'name': 'thread_name', 'pid': 1, 'tid': 2, 'args': {'name': 'python'}},
+      {'ph': 'X', 'pid': 1, 'tid': 1, 'name': 'wm/encoder/conv/Conv2D:Conv2D', 'dur': 30},
+      {'ph': 'X', 'pid': 1, 'tid': 1, 'name': 'grad/Conv2DBackpropFilter', 'dur': 50},
+      {'ph': 'X', 'pid': 1, 'tid': 1, 'name': 'sac/dense/MatMul', 'dur': 5},
+      {'ph': 'X', 'pid': 1, 'tid': 1, 'name': 'ExecutorState::Process', 'dur': 999},
+      {'ph': 'X', 'pid': 1, 'tid': 2, 'name': 'other/Conv2D', 'dur': 700},  # not a compute thread
+      {'ph': 'X', 'pid': 1, 'tid': 1, 'name': 'wm/decoder/Conv2D', 'dur': 10},
+  ]
+  assert train_profile.summed_op_us(events) == {'Conv2D': 40, 'Conv2DBackpropFilter': 50,
+                                                'MatMul': 5}
