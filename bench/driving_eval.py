@@ -58,6 +58,9 @@ flags.DEFINE_enum('suite', None, ['heldout', 'train'], 'Run a suite of scenarios
                   'line each) for --policy and the route expert, instead of one task: '
                   "'heldout' (never trained on) or 'train' (driving_mix.gin's, one by one).")
 flags.DEFINE_multi_string('suite_scenario', [], 'Only these scenarios of the suite.')
+flags.DEFINE_string('expert_results', None, "JSON lines of the same suite run with "
+                    "--policy=expert on the same seeds: the expert's figures are read from "
+                    'them instead of driving it again.')
 FLAGS = flags.FLAGS
 
 
@@ -255,9 +258,26 @@ def exits_by_command(results):
   return counts
 
 
+def _expert_figures(path, suite, episodes, seeds, expert_speed):
+  """{scenario: summary} of an expert run of the suite on exactly these episodes."""
+  figures = {}
+  with open(path) as f:
+    for line in f:
+      run = json.loads(line)
+      if (run.get('suite') == suite and run['policy'] == 'expert'
+          and run['episodes'] == episodes and run['seeds'] == [seeds[0], seeds[-1]]
+          and run['expert_speed'] == expert_speed):
+        figures[run['scenario']] = run
+  return figures
+
+
 def run_suite(suite, gin_paths, gin_params, policy_name, episodes, seed, expert_speed,
-              scenarios=()):
-  """Yields one summary dict per scenario of the suite: the policy and the expert side by side."""
+              scenarios=(), expert_results=None):
+  """Yields one summary dict per scenario of the suite: the policy and the expert side by side.
+
+  `expert_results`: a file of this suite's lines for --policy=expert; where one
+  matches a scenario's episodes and seeds, the expert's figures come from it.
+  """
   import gin  # pylint: disable=g-import-not-at-top
   saved = None if policy_name in ('random', 'constant', 'expert') else SavedPolicy(policy_name)
   cases = [c for c in SUITES[suite] if not scenarios or c[0] in scenarios]
@@ -265,6 +285,8 @@ def run_suite(suite, gin_paths, gin_params, policy_name, episodes, seed, expert_
     known = [c[0] for c in SUITES[suite]]
     raise ValueError(f'--suite_scenario={list(scenarios)}: the {suite} suite has {known}')
   seeds = [seed + k for k in range(episodes)]
+  known = (_expert_figures(expert_results, suite, episodes, seeds, expert_speed)
+           if expert_results else {})
   for label, case_params in cases:
     gin.clear_config()
     env, _ = common.configured_eval_env(gin_paths, list(gin_params) + case_params, seed)
@@ -281,17 +303,22 @@ def run_suite(suite, gin_paths, gin_params, policy_name, episodes, seed, expert_
         policy = ConstantPolicy(FLAGS.throttle)
       agent = run_episodes(env, policy, episodes, seeds)
       agent_s = time.time() - start
-      reference = agent if policy is expert else run_episodes(env, expert, episodes, seeds)
+      if policy is expert:
+        theirs = summarize(agent)
+      elif label in known:
+        theirs = known[label]
+      else:
+        theirs = summarize(run_episodes(env, expert, episodes, seeds))
     finally:
       env.close()
-    mine, theirs = summarize(agent), summarize(reference)
+    mine = summarize(agent)
     yield {'name': 'driving_eval', 'suite': suite, 'scenario': label, 'policy': policy_name,
            'episodes': episodes, 'seeds': [seeds[0], seeds[-1]], **mine,
            'exits_by_command': exits_by_command(agent),
            **{f'expert_{k}': theirs[k] for k in ('return_mean', 'return_std', 'crash_rate',
                                                    'off_route_rate', 'route_completion',
                                                    'commanded_exit_rate', 'speed_mps_mean')},
-           'expert_speed': expert_speed,
+           'expert_speed': expert_speed, 'expert_from': expert_results if label in known else None,
            'return_ratio': (round(mine['return_mean'] / theirs['return_mean'], 3)
                             if theirs['return_mean'] > 0 else None),
            'gin_files': list(gin_paths), 'gin_params': list(gin_params) + case_params,
@@ -347,7 +374,8 @@ def main(argv):
     seed = SUITE_SEED if FLAGS.seed is None else FLAGS.seed
     lines = []
     for summary in run_suite(FLAGS.suite, gin_paths, FLAGS.gin_param, FLAGS.policy,
-                             FLAGS.episodes, seed, expert_speed, FLAGS.suite_scenario):
+                             FLAGS.episodes, seed, expert_speed, FLAGS.suite_scenario,
+                             FLAGS.expert_results):
       line = json.dumps(summary)
       print(line, flush=True)
       lines.append(line)
