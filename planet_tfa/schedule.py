@@ -7,6 +7,8 @@ environment steps" on DeepMind Control) and of Dreamer's train ratio.
 """
 import math
 
+from planet_tfa import env_unwrap
+
 # The credit left after taking whole steps is below 1; the tolerance keeps a
 # product like 0.1 * 1000 = 100.00000000000001 or 99.99999999999999 at 100.
 _TOLERANCE = 1e-9
@@ -18,9 +20,7 @@ def action_repeat_of(env):
   Loaders state it as an `action_repeat` attribute (TF-Agents wrappers forward
   attribute reads to the env they wrap).
   """
-  py_env = getattr(env, 'pyenv', env)  # TFPyEnvironment -> BatchedPyEnvironment
-  py_env = getattr(py_env, 'envs', [py_env])[0]
-  repeat = getattr(py_env, 'action_repeat', 1)
+  repeat = getattr(env_unwrap.python_envs(env)[0], 'action_repeat', 1)
   return int(repeat) if repeat else 1
 
 

@@ -21,6 +21,7 @@ import tensorflow as tf
 from tf_agents.policies import tf_policy
 from tf_agents.trajectories import policy_step
 
+from planet_tfa import env_unwrap
 from planet_tfa import errors
 
 
@@ -43,8 +44,7 @@ class AutopilotPolicy(tf_policy.TFPolicy):
 
 def autopilot_envs(tf_env):
   """The Python envs inside a TFPyEnvironment, each of which must offer an autopilot."""
-  batched = getattr(tf_env, 'pyenv', tf_env)
-  envs = list(getattr(batched, 'envs', [batched]))
+  envs = env_unwrap.python_envs(tf_env)
   lacking = [type(env).__name__ for env in envs if not callable(getattr(env, 'set_autopilot',
                                                                         None))]
   if lacking:

@@ -44,6 +44,7 @@ import tensorflow as tf
 from tf_agents.policies import tf_policy
 from tf_agents.trajectories import policy_step
 
+from planet_tfa import env_unwrap
 from planet_tfa import errors
 from planet_tfa.environments.carla import specs as carla_specs
 
@@ -148,7 +149,5 @@ class ExpertDrivingPolicy(tf_policy.TFPolicy):
 
 def env_control_ranges(tf_env):
   """The control ranges of the (first) Python env inside a TF env, None when it has none."""
-  batched = getattr(tf_env, 'pyenv', tf_env)
-  envs = list(getattr(batched, 'envs', [batched]))
-  ranges = getattr(envs[0], 'control_ranges', None) if envs else None
+  ranges = getattr(env_unwrap.python_envs(tf_env)[0], 'control_ranges', None)
   return ranges() if callable(ranges) else None

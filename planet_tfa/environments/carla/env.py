@@ -163,9 +163,9 @@ class CarlaEnv(py_environment.PyEnvironment):
               and self._rng.random() < autopilot.perturb_probability):
         return False
       self._perturbation_steps_left = autopilot.perturb_steps
-      self._perturbation_base = self._applied_action.copy()
-      self._perturbation_offset = self._rng.normal(
-          0.0, autopilot.perturb_std, self._applied_action.shape).astype(np.float32)
+      # The expert's last action, pushed off by one offset held for the whole hand-over.
+      self._perturbed_action = (self._applied_action + self._rng.normal(
+          0.0, autopilot.perturb_std, self._applied_action.shape)).astype(np.float32)
       self._ego.set_autopilot(False, self._tm_port)
     return True
 
@@ -302,7 +302,7 @@ class CarlaEnv(py_environment.PyEnvironment):
     self._previous_steer = 0.0
     self._last_observation = None
     self._perturbation_steps_left = 0
-    self._perturbation_base = self._perturbation_offset = None
+    self._perturbed_action = None
 
   def _destroy_actors(self):
     """Stops and destroys sensors first (their callbacks must not outlive them), then vehicles."""
@@ -518,8 +518,8 @@ class CarlaEnv(py_environment.PyEnvironment):
         self._applied_action = np.mean(applied, axis=0).astype(np.float32)
         steer = float(self._applied_action[1]) * episode.steer_limit
       else:
-        if perturbed:  # the expert's last action, pushed off by the perturbation's offset
-          action = self._perturbation_base + self._perturbation_offset
+        if perturbed:
+          action = self._perturbed_action
         self._applied_action = np.clip(np.asarray(action, np.float32), -1.0, 1.0)
         throttle, brake, steer = specs.action_to_control(self._applied_action,
                                                          episode.steer_limit,
